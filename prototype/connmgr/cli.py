@@ -1,0 +1,125 @@
+"""The ``connmgr`` command line.
+
+connmgr policies                      the policies and what each models
+connmgr scenarios                     the scenarios, their parameters and defaults
+connmgr simulate SCENARIO --policy P  one simulated run; --json or --java-log to see it all
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from connmgr import __version__, javalog
+from connmgr.errors import ConfigError, ConnMgrError
+from connmgr.policies import POLICIES
+from connmgr.sim.result import RunResult, java_log_events
+from connmgr.sim.run import POLICY_OPTIONS, simulate
+from connmgr.sim.scenarios import SCENARIOS
+
+
+def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
+    """``key=value`` strings to a dict; a malformed pair is a ConfigError naming it."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set brokers=100")
+        settings[name] = value.strip()
+    return settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="connmgr",
+        description=(
+            "Connection management for Kafka clients: executable models of today's clients "
+            "(java-described, java-today, aiokafka-today), the proposed policy, and a "
+            "simulator that runs them through the same scenarios."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"connmgr {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("policies", help="list the connection policies")
+    sub.add_parser("scenarios", help="list the scenarios and their parameters")
+    sim = sub.add_parser(
+        "simulate",
+        help="run one policy through one scenario on the simulator",
+        description=(
+            "Run POLICY through SCENARIO on a virtual clock and report the connections it "
+            "opened (total, peak, open at the end, by role and by broker). --set takes "
+            "scenario parameters (see `connmgr scenarios`) and policy options ("
+            + ", ".join(sorted(POLICY_OPTIONS))
+            + ")."
+        ),
+    )
+    sim.add_argument("scenario", metavar="SCENARIO", help="a name from `connmgr scenarios`")
+    sim.add_argument(
+        "--policy", required=True, metavar="POLICY", help="a name from `connmgr policies`"
+    )
+    sim.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario parameter or policy option (repeatable)",
+    )
+    out = sim.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="the whole run as JSON")
+    out.add_argument("--java-log", action="store_true", help="the run as Java client log lines")
+    return parser
+
+
+def _summary(result: RunResult) -> str:
+    lines = [
+        f"{result.scenario} / {result.policy} (seed {result.seed}, "
+        f"{result.duration_ms / 60_000:g} simulated min, {result.events} events, "
+        f"{result.wall_s:.3f} s)",
+        f"  opened {result.opened}  peak {result.peak}  steady {result.steady}  "
+        f"failed dials {result.failed}  misrouted requests {result.misrouted}",
+    ]
+    for role, counts in result.by_role.items():
+        lines.append(
+            f"  {role:<13} opened {counts['opened']:>6}  closed {counts['closed']:>6}  "
+            f"open at end {counts['open_at_end']:>4}  handshakes avoided "
+            f"{counts['handshakes_avoided']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "policies":
+            for name, cls in POLICIES.items():
+                print(f"{name:<16} {cls.summary}")
+        elif args.command == "scenarios":
+            for name, scenario in SCENARIOS.items():
+                print(f"{name:<21} {scenario.summary}")
+                params = ", ".join(f"{k}={v}" for k, v in scenario.defaults.items())
+                print(f"{'':<21} {params}")
+        elif args.command == "simulate":
+            result = simulate(args.scenario, args.policy, parse_settings(args.settings))
+            if args.json:
+                json.dump(result.as_json(), sys.stdout, indent=1)
+                print()
+            elif args.java_log:
+                client = "producer" if "producer" in args.scenario else "consumer"
+                for line in javalog.render_events(client, java_log_events(result)):
+                    print(line)
+            else:
+                print(_summary(result))
+    except ConnMgrError as exc:
+        print(f"connmgr: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # piped into head: not an error
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

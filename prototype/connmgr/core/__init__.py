@@ -1,0 +1,83 @@
+"""The sans-IO connection-policy core.
+
+What lives here: values (endpoints, node identities, connection keys, metadata), the
+connection state table, events in, actions out, configuration, metrics, and the policy base
+class. What must not: asyncio, sockets, clocks, random number generators, aiokafka. A test
+enforces that by importing these modules with those names blocked.
+"""
+
+from connmgr.core.actions import Action, Adopt, Close, CloseReason, Connect, Send, WakeAt
+from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.endpoint import DEFAULT_PORT, Endpoint, parse_bootstrap, parse_endpoint
+from connmgr.core.events import (
+    AnyNodeRequestNeeded,
+    Api,
+    BootstrapRequested,
+    BrokerRequestNeeded,
+    ClientClosed,
+    ConnectionClosedByPeer,
+    ConnectionEstablished,
+    ConnectionFailed,
+    CoordinatorRequestNeeded,
+    Event,
+    InterestChanged,
+    MetadataReceived,
+    ResponseReceived,
+    TimePassed,
+)
+from connmgr.core.identity import (
+    BootstrapNode,
+    BrokerNode,
+    ConnectionKey,
+    CoordinatorNode,
+    Purpose,
+    Role,
+)
+from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
+from connmgr.core.policy import ConnectionView, Policy, RandomSource
+from connmgr.core.state import TRANSITIONS, ConnState, Trigger
+
+__all__ = [
+    "DEFAULT_PORT",
+    "TRANSITIONS",
+    "Action",
+    "Adopt",
+    "AnyNodeRequestNeeded",
+    "Api",
+    "BootstrapNode",
+    "BootstrapRequested",
+    "BrokerInfo",
+    "BrokerNode",
+    "BrokerRequestNeeded",
+    "ClientClosed",
+    "ClientKind",
+    "Close",
+    "CloseReason",
+    "ClusterMetadata",
+    "ConnState",
+    "Connect",
+    "ConnectionClosedByPeer",
+    "ConnectionEstablished",
+    "ConnectionFailed",
+    "ConnectionKey",
+    "ConnectionView",
+    "CoordinatorNode",
+    "CoordinatorRequestNeeded",
+    "Endpoint",
+    "Event",
+    "InterestChanged",
+    "MetadataReceived",
+    "Policy",
+    "PolicyConfig",
+    "Purpose",
+    "RandomSource",
+    "ResponseReceived",
+    "Role",
+    "Send",
+    "TimePassed",
+    "TopicPartition",
+    "Trigger",
+    "WakeAt",
+    "parse_bootstrap",
+    "parse_endpoint",
+]

@@ -1,0 +1,67 @@
+"""Actions: what a policy asks its driver to do. The driver performs them in order."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from connmgr.core.identity import ConnectionKey
+
+
+class CloseReason(enum.Enum):
+    IDLE = "idle"
+    """No request for ``connections.max.idle.ms``."""
+    UNNEEDED = "unneeded"
+    """Nothing needs the connection any more and its linger ran out (proposed policy)."""
+    NOT_ADOPTED = "not_adopted"
+    """A bootstrap connection that could not safely become a broker connection."""
+    BOOTSTRAP_DONE = "bootstrap_done"
+    """aiokafka closes its bootstrap connection once metadata arrived."""
+    ENDPOINT_CHANGED = "endpoint_changed"
+    """Metadata moved the node to another host:port."""
+    BUDGET = "budget"
+    """Closed to make room under ``max_connections``."""
+    SHUTDOWN = "shutdown"
+    """The client was closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """Dial ``key.endpoint``; report back with ConnectionEstablished/Failed(conn_id)."""
+
+    conn_id: int
+    key: ConnectionKey
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write request ``request_id`` on connection ``conn_id`` (which is READY)."""
+
+    conn_id: int
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    conn_id: int
+    reason: CloseReason
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """The socket ``conn_id`` keeps running under a new identity: no I/O, only bookkeeping
+    (a real client moves it in its connection table)."""
+
+    conn_id: int
+    old_key: ConnectionKey
+    new_key: ConnectionKey
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Deliver a TimePassed event at ``at_ms`` (or later); replaces any earlier WakeAt."""
+
+    at_ms: float
+
+
+Action = Connect | Send | Close | Adopt | WakeAt

@@ -1,0 +1,138 @@
+"""Events: what a driver (simulator or real client) tells a policy.
+
+Every event is an immutable value. Request ids are chosen by the driver and are unique per
+client; connection ids are chosen by the policy (in its ``Connect`` actions) and echoed back.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from connmgr.core.metadata import ClusterMetadata, TopicPartition
+
+
+class Api(enum.Enum):
+    """Kafka request types that matter for connection choice; values are Kafka API keys."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapRequested:
+    """The client needs its first metadata and knows only ``bootstrap.servers``.
+
+    ``request_id`` is the metadata request the policy must place on a bootstrap connection.
+    """
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataReceived:
+    """The response to metadata request ``request_id`` arrived, carrying ``metadata``.
+
+    It completes that request (no separate ResponseReceived follows).
+    """
+
+    request_id: int
+    metadata: ClusterMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRequestNeeded:
+    """A request that must reach broker ``broker_id`` (produce, fetch, list offsets)."""
+
+    request_id: int
+    api: Api
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AnyNodeRequestNeeded:
+    """A request any live broker can answer (Metadata, FindCoordinator, ApiVersions, ...)."""
+
+    request_id: int
+    api: Api
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRequestNeeded:
+    """A group request for the coordinator hosted by broker ``broker_id``."""
+
+    request_id: int
+    api: Api
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterestChanged:
+    """The partitions the client works with now (assignment, or topics produced to).
+
+    Until a policy receives one, every partition in the latest metadata counts as in use.
+    """
+
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEstablished:
+    conn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed:
+    """A dial did not produce a usable connection (refused, timed out, handshake failed)."""
+
+    conn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosedByPeer:
+    """An established connection was closed from the other side; its in-flight requests are
+    lost and the policy re-routes them."""
+
+    conn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseReceived:
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimePassed:
+    """Nothing happened but time: a wake-up the policy asked for, or a driver tick."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientClosed:
+    """The application closed the client: every connection must go."""
+
+
+Event = (
+    BootstrapRequested
+    | MetadataReceived
+    | BrokerRequestNeeded
+    | AnyNodeRequestNeeded
+    | CoordinatorRequestNeeded
+    | InterestChanged
+    | ConnectionEstablished
+    | ConnectionFailed
+    | ConnectionClosedByPeer
+    | ResponseReceived
+    | TimePassed
+    | ClientClosed
+)

@@ -1,0 +1,590 @@
+"""The policy interface and the bookkeeping every policy shares.
+
+Rules of this module (and of all of :mod:`connmgr.core`):
+
+* It is sans-IO. It imports no asyncio, socket, time or random, and nothing from aiokafka.
+  Time arrives as ``now_ms`` with each event; randomness as a :class:`RandomSource` given at
+  construction (a seeded ``random.Random`` in practice). The same events, times and seed give
+  the same actions, always.
+* A policy decides, the driver acts. :meth:`Policy.handle` takes one event and returns the
+  actions (``Connect``, ``Send``, ``Close``, ``Adopt``, ``WakeAt``) the driver must carry out,
+  in order. Creating a connection record does not dial; a ``Connect`` action does.
+* Bookkeeping lives here once; decisions live in the subclasses. A subclass says where a
+  request goes (:meth:`Policy.place`) and reacts to lifecycle hooks; it never edits connection
+  states directly but calls the helpers below, which go through the state table.
+
+Theory of operation: a request enters as *pending*. After every event the base class offers
+each pending request to :meth:`place`, which returns a connection (READY: sent now;
+CONNECTING or DEFERRED: queued on it until it is READY) or None (stay pending, try again after
+the next event). When a connection fails or the peer closes it, whatever it held goes back to
+pending and is placed again, so no request is ever lost by the policy.
+"""
+
+from __future__ import annotations
+
+import heapq
+from abc import ABC, abstractmethod
+from collections.abc import MutableSequence, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, TypeVar
+
+from connmgr.core.actions import Action, Adopt, Close, CloseReason, Connect, Send, WakeAt
+from connmgr.core.config import PolicyConfig
+from connmgr.core.events import (
+    AnyNodeRequestNeeded,
+    Api,
+    BootstrapRequested,
+    BrokerRequestNeeded,
+    ClientClosed,
+    ConnectionClosedByPeer,
+    ConnectionEstablished,
+    ConnectionFailed,
+    CoordinatorRequestNeeded,
+    Event,
+    InterestChanged,
+    MetadataReceived,
+    ResponseReceived,
+    TimePassed,
+)
+from connmgr.core.identity import ConnectionKey, NodeIdentity, Purpose
+from connmgr.core.metadata import ClusterMetadata, TopicPartition
+from connmgr.core.metrics import Metrics
+from connmgr.core.state import SOCKET_STATES, ConnState, Trigger, next_state
+from connmgr.errors import PolicyMisuse
+
+_T = TypeVar("_T")
+
+
+class RandomSource(Protocol):
+    """The part of ``random.Random`` policies use; pass a seeded instance."""
+
+    def random(self) -> float: ...
+
+    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
+
+    def shuffle(self, x: MutableSequence[_T]) -> None: ...
+
+
+# --- where a request must go -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToBootstrap:
+    """The first metadata request: only bootstrap servers are known."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToAnyNode:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ToBroker:
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToCoordinator:
+    broker_id: int
+
+
+Target = ToBootstrap | ToAnyNode | ToBroker | ToCoordinator
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    request_id: int
+    api: Api
+    target: Target
+
+
+# --- connection records ------------------------------------------------------------------
+
+
+class Connection:
+    """A policy's record of one socket (or of one wanted socket, while DEFERRED).
+
+    Mutable and private to the policy; drivers see :class:`ConnectionView` values.
+    """
+
+    __slots__ = (
+        "conn_id",
+        "drain_reason",
+        "failures",
+        "in_flight",
+        "key",
+        "last_used_ms",
+        "opened_ms",
+        "retry_at_ms",
+        "role",
+        "state",
+        "unneeded_since_ms",
+        "waiting",
+    )
+
+    def __init__(self, conn_id: int, key: ConnectionKey, now_ms: float) -> None:
+        self.conn_id = conn_id
+        self.key = key
+        self.role = key.role
+        self.state = ConnState.DEFERRED
+        self.opened_ms = now_ms
+        self.last_used_ms = now_ms
+        self.in_flight: dict[int, Request] = {}
+        self.waiting: list[Request] = []
+        self.unneeded_since_ms: float | None = None
+        self.failures = 0
+        self.retry_at_ms = 0.0
+        self.drain_reason = CloseReason.UNNEEDED
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight or self.waiting)
+
+    def move(self, trigger: Trigger) -> None:
+        self.state = next_state(self.state, trigger)
+
+    def __repr__(self) -> str:
+        return f"<conn {self.conn_id} {self.key} {self.state.value} inflight={len(self.in_flight)}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionView:
+    """A read-only snapshot of one connection, for drivers, tests and reports."""
+
+    conn_id: int
+    key: ConnectionKey
+    state: ConnState
+    in_flight: int
+    last_used_ms: float
+
+
+# --- the policy base class ---------------------------------------------------------------
+
+
+class Policy(ABC):
+    """One connection-management policy. Subclasses implement :meth:`place` and may override
+    the ``on_*`` hooks and :meth:`maintain`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    library: ClassVar[str]
+    """The client library whose request pattern hosts this policy: "java" or "aiokafka".
+    The simulator uses it for behaviour that is the library's, not the connection policy's
+    (aiokafka's bootstrap metadata request names no topics, so a second one follows)."""
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        self.config = config
+        self.rng = rng
+        self.metrics = Metrics()
+        self.metadata: ClusterMetadata | None = None
+        self.coordinator_id: int | None = None
+        self.interest: frozenset[TopicPartition] | None = None
+        self.closed = False
+        self._conns: dict[int, Connection] = {}
+        self._by_key: dict[ConnectionKey, Connection] = {}
+        self._by_node: dict[tuple[NodeIdentity, Purpose], Connection] = {}
+        self._failed: dict[ConnectionKey, Connection] = {}
+        self._pending: list[Request] = []
+        self._placed: dict[int, Connection] = {}
+        self._idle_heap: list[tuple[float, int]] = []
+        self._next_conn_id = 1
+        self._now = 0.0
+        self._out: list[Action] = []
+        self._wake_at: float | None = None
+        self.version = 0
+        """Bumped whenever connections, metadata, interest or the coordinator change, so
+        subclasses can skip work when nothing structural happened."""
+
+    # --- the one entry point -------------------------------------------------------------
+
+    def handle(self, event: Event, now_ms: float) -> list[Action]:
+        """Apply ``event`` at time ``now_ms`` and return the actions to carry out, in order."""
+        if now_ms < self._now:
+            raise PolicyMisuse(f"time went backwards: {now_ms} < {self._now} ({self!r})")
+        self._now = now_ms
+        out: list[Action] = []
+        self._out = out
+        self._dispatch(event)
+        if not self.closed:
+            self._pump()
+            self.maintain()
+            self._pump()
+        self._schedule_wake()
+        return out
+
+    def _dispatch(self, event: Event) -> None:
+        match event:
+            case TimePassed():
+                pass
+            case ResponseReceived(request_id):
+                self._complete(request_id)
+            case BrokerRequestNeeded(request_id, api, broker_id):
+                self._submit(Request(request_id, api, ToBroker(broker_id)))
+            case AnyNodeRequestNeeded(request_id, api):
+                self._submit(Request(request_id, api, ToAnyNode()))
+            case CoordinatorRequestNeeded(request_id, api, broker_id):
+                if broker_id != self.coordinator_id:
+                    self.version += 1
+                    old, self.coordinator_id = self.coordinator_id, broker_id
+                    self.on_coordinator_changed(old)
+                self._submit(Request(request_id, api, ToCoordinator(broker_id)))
+            case MetadataReceived(request_id, metadata):
+                via = self._placed.get(request_id)
+                self._complete(request_id)
+                old_md, self.metadata = self.metadata, metadata
+                self.version += 1
+                self.on_metadata(old_md, via)
+            case BootstrapRequested(request_id):
+                self._submit(Request(request_id, Api.METADATA, ToBootstrap()))
+                self.on_bootstrap()
+            case InterestChanged(partitions):
+                self.interest = partitions
+                self.version += 1
+            case ConnectionEstablished(conn_id):
+                self._on_established(conn_id)
+            case ConnectionFailed(conn_id):
+                self._on_failed(conn_id)
+            case ConnectionClosedByPeer(conn_id):
+                self._on_peer_closed(conn_id)
+            case ClientClosed():
+                self._shutdown()
+
+    # --- what subclasses decide ----------------------------------------------------------
+
+    @abstractmethod
+    def place(self, request: Request) -> Connection | None:
+        """The connection ``request`` goes on (dialling one if the policy wants), or None to
+        leave it pending until a later event."""
+
+    def bootstraps_at_start(self, client_is_producer: bool) -> bool:
+        """Whether the hosting client asks for metadata as soon as it starts (True) or only
+        when the application first sends or polls (False)."""
+        return True
+
+    def on_bootstrap(self) -> None:
+        """Hook: the client asked for its first metadata."""
+
+    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+        """Hook: ``self.metadata`` was replaced; ``via`` carried the response (if known)."""
+
+    def on_coordinator_changed(self, old: int | None) -> None:
+        """Hook: the client now talks to coordinator ``self.coordinator_id``."""
+
+    def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
+        """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""
+
+    def maintain(self) -> None:
+        """Hook run after every event: timers, closing what is no longer wanted."""
+        self.expire_idle()
+
+    def next_deadline(self) -> float | None:
+        """Hook: the earliest time this policy wants a TimePassed, besides idle expiry."""
+        return None
+
+    # --- read-only views -----------------------------------------------------------------
+
+    @property
+    def now_ms(self) -> float:
+        return self._now
+
+    def connections(self) -> tuple[ConnectionView, ...]:
+        """Every connection holding a socket, in dial order."""
+        return tuple(
+            ConnectionView(c.conn_id, c.key, c.state, len(c.in_flight), c.last_used_ms)
+            for c in self._conns.values()
+            if c.state in SOCKET_STATES
+        )
+
+    def socket_count(self) -> int:
+        return self.metrics.open_now
+
+    @property
+    def pending_requests(self) -> tuple[Request, ...]:
+        return tuple(self._pending)
+
+    def __repr__(self) -> str:
+        states: dict[str, int] = {}
+        for c in self._conns.values():
+            states[c.state.value] = states.get(c.state.value, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
+        brokers = len(self.metadata.brokers) if self.metadata else 0
+        return (
+            f"<{type(self).__name__} t={self._now:.0f}ms conns: {summary}; "
+            f"pending={len(self._pending)} brokers={brokers} coordinator={self.coordinator_id}"
+            f"{' closed' if self.closed else ''}>"
+        )
+
+    # --- helpers for subclasses ----------------------------------------------------------
+
+    def live(self, key: ConnectionKey) -> Connection | None:
+        """The live (DEFERRED, CONNECTING, READY or DRAINING) connection for ``key``."""
+        return self._by_key.get(key)
+
+    def live_for_node(self, node: NodeIdentity, purpose: Purpose) -> Connection | None:
+        """The live connection for a node id and purpose, whatever its endpoint: how clients
+        that key connections by node id alone find them."""
+        return self._by_node.get((node, purpose))
+
+    def records(self) -> list[Connection]:
+        """Live records (not FAILED), in dial order."""
+        return [c for c in self._conns.values() if c.state is not ConnState.FAILED]
+
+    def in_backoff(self, key: ConnectionKey) -> bool:
+        failed = self._failed.get(key)
+        return failed is not None and failed.retry_at_ms > self._now
+
+    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
+        """The usable connection for ``key``, dialling it if there is none. None while the key
+        is draining (wait for it to close) or backing off after a failed dial."""
+        conn = self._by_key.get(key)
+        if conn is not None:
+            return None if conn.state is ConnState.DRAINING else conn
+        if self.in_backoff(key):
+            return None
+        return self.dial(key)
+
+    def dial(self, key: ConnectionKey) -> Connection:
+        """Create a record for ``key`` and dial it (subclasses may defer, see proposed)."""
+        conn = self.new_record(key)
+        self.start_dial(conn)
+        return conn
+
+    def new_record(self, key: ConnectionKey) -> Connection:
+        if key in self._by_key:
+            raise PolicyMisuse(f"a live connection for {key} already exists ({self!r})")
+        conn = Connection(self._next_conn_id, key, self._now)
+        self._next_conn_id += 1
+        self.version += 1
+        previous = self._failed.pop(key, None)
+        if previous is not None:
+            conn.failures = previous.failures
+            self._retire(previous)
+        self._conns[conn.conn_id] = conn
+        self._by_key[key] = conn
+        self._by_node[(key.node, key.purpose)] = conn
+        return conn
+
+    def start_dial(self, conn: Connection) -> None:
+        conn.move(Trigger.DIAL)
+        self.version += 1
+        conn.opened_ms = conn.last_used_ms = self._now
+        self.metrics.on_dial(conn.role)
+        self._out.append(Connect(conn.conn_id, conn.key))
+
+    def send(self, conn: Connection, request: Request) -> None:
+        conn.in_flight[request.request_id] = request
+        conn.last_used_ms = self._now
+        self._placed[request.request_id] = conn
+        self._out.append(Send(conn.conn_id, request.request_id))
+
+    def close(self, conn: Connection, reason: CloseReason) -> None:
+        """Close ``conn`` now; anything it still held goes back to pending."""
+        had_socket = conn.state in SOCKET_STATES
+        conn.move(Trigger.CLOSE)
+        self._forget(conn)
+        if had_socket:
+            self.metrics.on_gone(conn.role, failed=False)
+            self._out.append(Close(conn.conn_id, reason))
+        self._requeue(conn)
+
+    def drain(self, conn: Connection, reason: CloseReason) -> None:
+        """Take no new requests on ``conn``; close it once its in-flight requests finish."""
+        if conn.state is ConnState.READY and conn.in_flight:
+            conn.move(Trigger.DRAIN)
+            conn.drain_reason = reason
+        else:
+            self.close(conn, reason)
+
+    def adopt(self, conn: Connection, new_key: ConnectionKey) -> None:
+        """Give the socket of ``conn`` a new identity (no I/O)."""
+        old_key = conn.key
+        if new_key in self._by_key:
+            raise PolicyMisuse(f"cannot adopt {old_key} as {new_key}: already live ({self!r})")
+        self._forget(conn)
+        conn.key = new_key
+        conn.role = new_key.role
+        self._by_key[new_key] = conn
+        self._by_node[(new_key.node, new_key.purpose)] = conn
+        self._conns[conn.conn_id] = conn
+        self.metrics.on_role_change(old_key.role, new_key.role)
+        self._out.append(Adopt(conn.conn_id, old_key, new_key))
+
+    def backoff_ms(self, failures: int) -> float:
+        """Exponential reconnect backoff, no jitter (jitter would make runs differ by policy)."""
+        base = self.config.reconnect_backoff_ms
+        return float(min(self.config.reconnect_backoff_max_ms, base * 2 ** max(0, failures - 1)))
+
+    def expire_idle(self) -> None:
+        """Close READY connections quiet for ``connections_max_idle_ms`` and not awaiting a
+        response (the rule of the Java client and aiokafka alike)."""
+        idle = self.config.idle_expiry_ms
+        heap = self._idle_heap
+        if idle is None:
+            return
+        while heap and heap[0][0] <= self._now:
+            _, conn_id = heapq.heappop(heap)
+            conn = self._conns.get(conn_id)
+            if conn is None or conn.state is not ConnState.READY:
+                continue
+            if conn.in_flight:
+                heapq.heappush(heap, (self._now + idle, conn_id))
+            elif conn.last_used_ms + idle > self._now:
+                heapq.heappush(heap, (conn.last_used_ms + idle, conn_id))
+            else:
+                self.close(conn, CloseReason.IDLE)
+
+    def retry_deadline(self) -> float | None:
+        """When the earliest backoff ends, if requests are waiting for one."""
+        if not self._pending:
+            return None
+        times = [c.retry_at_ms for c in self._failed.values() if c.retry_at_ms > self._now]
+        return min(times) if times else None
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _submit(self, request: Request) -> None:
+        if self.closed:
+            raise PolicyMisuse(
+                f"the client is closed: request {request.request_id} ({request.api.name}) "
+                "cannot be sent; start a new client"
+            )
+        if request.request_id in self._placed or any(
+            r.request_id == request.request_id for r in self._pending
+        ):
+            raise PolicyMisuse(f"request id {request.request_id} is already in use ({self!r})")
+        self._pending.append(request)
+
+    def _pump(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        for request in pending:
+            conn = self.place(request)
+            if conn is None:
+                self._pending.append(request)
+            elif conn.state is ConnState.READY:
+                self.send(conn, request)
+            elif conn.state in (ConnState.CONNECTING, ConnState.DEFERRED):
+                conn.waiting.append(request)
+                self._placed[request.request_id] = conn
+            else:
+                raise PolicyMisuse(f"place() returned {conn!r}, which cannot take requests")
+
+    def _complete(self, request_id: int) -> None:
+        conn = self._placed.pop(request_id, None)
+        if conn is None:
+            # A response for a request we re-queued after its connection went away: the
+            # driver raced us. The request is done; drop the pending copy.
+            self._pending = [r for r in self._pending if r.request_id != request_id]
+            return
+        conn.in_flight.pop(request_id, None)
+        conn.last_used_ms = self._now
+        if conn.state is ConnState.DRAINING and not conn.in_flight:
+            self.close(conn, conn.drain_reason)
+
+    def _conn(self, conn_id: int) -> Connection | None:
+        conn = self._conns.get(conn_id)
+        if conn is None and conn_id >= self._next_conn_id:
+            raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
+        return conn  # None: already closed by us; the driver's report crossed our Close
+
+    def _on_established(self, conn_id: int) -> None:
+        conn = self._conn(conn_id)
+        if conn is None:
+            return
+        conn.move(Trigger.ESTABLISHED)
+        self.version += 1
+        conn.failures = 0
+        conn.last_used_ms = self._now
+        if self.config.idle_expiry_ms is not None:
+            heapq.heappush(self._idle_heap, (self._now + self.config.idle_expiry_ms, conn_id))
+        waiting, conn.waiting = conn.waiting, []
+        for request in waiting:
+            self.send(conn, request)
+
+    def _on_failed(self, conn_id: int) -> None:
+        conn = self._conn(conn_id)
+        if conn is None:
+            return
+        conn.move(Trigger.FAIL)
+        conn.failures += 1
+        conn.retry_at_ms = self._now + self.backoff_ms(conn.failures)
+        self._forget(conn)
+        self._conns[conn.conn_id] = conn
+        self._failed[conn.key] = conn
+        self.metrics.on_gone(conn.role, failed=True)
+        self._requeue(conn)
+        self.on_connection_lost(conn, failed=True)
+
+    def _on_peer_closed(self, conn_id: int) -> None:
+        conn = self._conn(conn_id)
+        if conn is None:
+            return
+        conn.move(Trigger.PEER_CLOSED)
+        self._forget(conn)
+        self.metrics.on_gone(conn.role, failed=False)
+        self._requeue(conn)
+        self.on_connection_lost(conn, failed=False)
+
+    def _requeue(self, conn: Connection) -> None:
+        held = list(conn.in_flight.values()) + conn.waiting
+        conn.in_flight = {}
+        conn.waiting = []
+        for request in held:
+            self._placed.pop(request.request_id, None)
+        if not self.closed:
+            self._pending[:0] = held
+
+    def _forget(self, conn: Connection) -> None:
+        self.version += 1
+        self._conns.pop(conn.conn_id, None)
+        if self._by_key.get(conn.key) is conn:
+            del self._by_key[conn.key]
+        node_key = (conn.key.node, conn.key.purpose)
+        if self._by_node.get(node_key) is conn:
+            del self._by_node[node_key]
+
+    def _retire(self, failed: Connection) -> None:
+        failed.move(Trigger.CLOSE)
+        self._conns.pop(failed.conn_id, None)
+
+    def _shutdown(self) -> None:
+        self.closed = True
+        self._pending = []
+        for conn in list(self._conns.values()):
+            if conn.state is ConnState.FAILED:
+                self._retire(conn)
+            else:
+                self.close(conn, CloseReason.SHUTDOWN)
+        self._failed.clear()
+        self._placed.clear()
+
+    def _schedule_wake(self) -> None:
+        # Deadlines at or before now were handled by maintain() just now; asking to be woken
+        # for them again would loop.
+        candidates: list[float] = []
+        if not self.closed:
+            if self._idle_heap:
+                candidates.append(self._idle_heap[0][0])
+            for deadline in (self.next_deadline(), self.retry_deadline()):
+                if deadline is not None:
+                    candidates.append(deadline)
+        future = [t for t in candidates if t > self._now]
+        if not future:
+            self._wake_at = None
+            return
+        at = min(future)
+        if at != self._wake_at:
+            self._wake_at = at
+            self._out.append(WakeAt(at))
+
+
+def first_ready(conns: Sequence[Connection]) -> Connection | None:
+    """The READY connection with the fewest requests in flight (earliest dialled on ties)."""
+    best: Connection | None = None
+    for conn in conns:
+        if conn.state is ConnState.READY and (
+            best is None or len(conn.in_flight) < len(best.in_flight)
+        ):
+            best = conn
+    return best

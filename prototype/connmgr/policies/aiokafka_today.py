@@ -1,0 +1,77 @@
+"""``aiokafka-today``: aiokafka 0.14's ``AIOKafkaClient`` (B3 in baseline-behaviour).
+
+* ``start()`` dials the bootstrap servers one at a time, in order, until one answers
+  Metadata, then **closes** that connection (keeping it only if the metadata listed no
+  brokers).
+* Connections are keyed by ``(node_id, group)``: group DEFAULT for data, COORDINATION for the
+  group coordinator; found by node id alone, whatever the endpoint.
+* Periodic metadata and FindCoordinator go to a **random** known broker, dialled if needed;
+  an open connection is not preferred.
+* A connection closes after ``connections_max_idle_ms`` without activity, never while a
+  request is pending. There is no reconnect backoff of its own beyond the retry delay.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from connmgr.core.actions import CloseReason
+from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
+from connmgr.core.metadata import ClusterMetadata
+from connmgr.core.policy import (
+    Connection,
+    Policy,
+    Request,
+    ToAnyNode,
+    ToBootstrap,
+    ToBroker,
+    ToCoordinator,
+)
+
+
+class AiokafkaTodayPolicy(Policy):
+    name: ClassVar[str] = "aiokafka-today"
+    summary: ClassVar[str] = "aiokafka 0.14: bootstrap then close, random node for metadata"
+    library: ClassVar[str] = "aiokafka"
+
+    def place(self, request: Request) -> Connection | None:
+        target = request.target
+        md = self.metadata
+        if isinstance(target, ToBootstrap) or (isinstance(target, ToAnyNode) and md is None):
+            return self._bootstrap_connection()
+        if md is None:
+            return None
+        if isinstance(target, ToAnyNode):
+            if not md.brokers:
+                return self._bootstrap_connection()
+            broker = md.brokers[self.rng.randrange(len(md.brokers))]
+            broker_id, purpose = broker.broker_id, Purpose.DATA
+        elif isinstance(target, ToBroker):
+            broker_id, purpose = target.broker_id, Purpose.DATA
+        else:
+            assert isinstance(target, ToCoordinator)
+            broker_id, purpose = target.broker_id, Purpose.COORDINATION
+        conn = self.live_for_node(BrokerNode(broker_id), purpose)
+        if conn is not None:
+            return conn
+        endpoint = md.endpoint_of(broker_id)
+        if endpoint is None:
+            return None
+        return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+
+    def _bootstrap_connection(self) -> Connection | None:
+        """The live bootstrap connection, else a dial to the first server not backing off."""
+        for conn in self.records():
+            if conn.role is Role.BOOTSTRAP:
+                return conn
+        for index, endpoint in enumerate(self.config.bootstrap):
+            key = ConnectionKey(endpoint, BootstrapNode(index), Purpose.DATA)
+            if not self.in_backoff(key):
+                return self.get_or_dial(key)
+        return None
+
+    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+        if via is None or via.role is not Role.BOOTSTRAP:
+            return
+        if self.metadata is not None and self.metadata.brokers:
+            self.drain(via, CloseReason.BOOTSTRAP_DONE)

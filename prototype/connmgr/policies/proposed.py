@@ -1,0 +1,279 @@
+"""``proposed``: the connection manager this project proposes.
+
+Connections are keyed by (host, port, node id) plus purpose, and the policy holds exactly the
+sockets the client needs:
+
+a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
+b. One bootstrap attempt at a time, failing over through the list from a random start.
+c. Adopt or close: when metadata arrives, a bootstrap connection becomes broker X's data
+   connection only if its host:port belongs to exactly one broker in that metadata and the
+   cluster id agrees; otherwise it drains and closes. It is never left as an orphan.
+d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the least-loaded READY
+   connection; a dial happens only when none is ready or connecting.
+e. Data requests go to the leader's data connection, dialled on first need.
+f. The group coordinator gets its own coordination connection (group requests must not queue
+   behind long-poll fetches), or shares the data connection with ``share_coordinator``.
+g. Prompt close: a connection nothing needs (not a leader in use, not the coordinator, not
+   the last connection left for any-node requests, nothing in flight) closes after
+   ``linger_ms``, whatever ``connections.max.idle.ms`` says.
+h. Endpoint change: when metadata moves a node id to a new host:port, connections to the old
+   one drain and close; new requests dial the new endpoint (the key differs).
+i. Socket budget: with ``max_connections``, a dial at the cap first closes the least recently
+   used quiet connection, unneeded ones first; with none quiet, the dial is DEFERRED and its
+   requests wait for the next socket to go quiet. The cap is never exceeded. Needed-but-quiet
+   connections may be closed too: otherwise a budget below the number of needed connections
+   (a consumer's fetch and coordinator sockets with a budget of 1) would starve a request
+   forever instead of slowing it down.
+j. Metrics by role, including the handshakes adoption saved.
+
+Safety argument for (c), step by step. The bootstrap socket reached *some* broker behind the
+bootstrap host:port. If metadata lists exactly one broker id at that host:port, the only way
+the socket reached another broker is a proxy that fans one address out to several brokers
+while metadata advertises just one of them there; the cluster-id check catches the case of a
+different cluster entirely. If two or more ids share the host:port (load balancer, proxy),
+adoption could misroute, so it never happens. KIP-1242 identity checks would let a client
+verify the node id on the socket itself; :attr:`PolicyConfig.expected_cluster_id` is the part
+of that check a client can make today.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from connmgr.core.actions import CloseReason
+from connmgr.core.config import PolicyConfig
+from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
+from connmgr.core.metadata import ClusterMetadata
+from connmgr.core.policy import (
+    Connection,
+    Policy,
+    RandomSource,
+    Request,
+    ToAnyNode,
+    ToBootstrap,
+    ToBroker,
+    ToCoordinator,
+    first_ready,
+)
+from connmgr.core.state import ConnState
+
+
+class ProposedPolicy(Policy):
+    name: ClassVar[str] = "proposed"
+    summary: ClassVar[str] = "(host, port, id) keys, deferred, adopt-or-close, prompt close"
+    library: ClassVar[str] = "aiokafka"
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(config, rng)
+        n = len(config.bootstrap)
+        start = config.bootstrap_offset
+        self._boot_cursor = start if start is not None else rng.randrange(n)
+        self._lingering: list[Connection] = []
+        self._deferred: list[Connection] = []
+        self._reviewed = -1
+        self._leaders_cache: tuple[object, object, frozenset[int]] = (None, None, frozenset())
+
+    def bootstraps_at_start(self, client_is_producer: bool) -> bool:
+        return self.config.warm_up
+
+    # --- placement -----------------------------------------------------------------------
+
+    def place(self, request: Request) -> Connection | None:
+        target = request.target
+        md = self.metadata
+        if isinstance(target, ToBootstrap | ToAnyNode):
+            return self._any_node()
+        if md is None:
+            return None
+        if isinstance(target, ToBroker):
+            broker_id, purpose = target.broker_id, Purpose.DATA
+        else:
+            assert isinstance(target, ToCoordinator)
+            broker_id = target.broker_id
+            purpose = Purpose.DATA if self.config.share_coordinator else Purpose.COORDINATION
+        endpoint = md.endpoint_of(broker_id)
+        if endpoint is None:
+            return None  # not in metadata: the client refreshes it and asks again
+        return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+
+    def _any_node(self) -> Connection | None:
+        general = [c for c in self.records() if c.role is not Role.COORDINATION]
+        ready = first_ready(general) or first_ready(self.records())
+        if ready is not None:
+            return ready
+        for conn in general:
+            if conn.state in (ConnState.CONNECTING, ConnState.DEFERRED):
+                return conn  # one dial at a time: wait for it
+        if self.metadata is None or not self.metadata.brokers:
+            return self._dial_next_bootstrap()
+        return self._dial_some_broker()
+
+    def _dial_next_bootstrap(self) -> Connection | None:
+        servers = self.config.bootstrap
+        for step in range(len(servers)):
+            index = (self._boot_cursor + step) % len(servers)
+            key = ConnectionKey(servers[index], BootstrapNode(index), Purpose.DATA)
+            if not self.in_backoff(key):
+                self._boot_cursor = index
+                return self.get_or_dial(key)
+        return None
+
+    def _dial_some_broker(self) -> Connection | None:
+        """A broker for an any-node request: a leader in use first (its connection will be
+        needed anyway), else a random broker; none backing off."""
+        md = self.metadata
+        assert md is not None
+        leaders = sorted(self._leaders_in_use())
+        others = [b.broker_id for b in md.brokers if b.broker_id not in leaders]
+        offset = self.rng.randrange(len(others)) if others else 0
+        for broker_id in leaders + others[offset:] + others[:offset]:
+            endpoint = md.endpoint_of(broker_id)
+            if endpoint is None:
+                continue
+            key = ConnectionKey(endpoint, BrokerNode(broker_id), Purpose.DATA)
+            if not self.in_backoff(key) and self.live(key) is None:
+                return self.dial(key)
+        return None
+
+    # --- metadata: endpoint changes and adoption -----------------------------------------
+
+    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+        md = self.metadata
+        assert md is not None
+        for conn in self.records():
+            broker_id = conn.key.broker_id
+            if broker_id is None:
+                continue
+            endpoint = md.endpoint_of(broker_id)
+            if endpoint is not None and endpoint != conn.key.endpoint:
+                self._retire_connection(conn, CloseReason.ENDPOINT_CHANGED)
+        expected = self.config.expected_cluster_id or (old.cluster_id if old else None)
+        cluster_agrees = expected is None or md.cluster_id == expected
+        for conn in self.records():
+            if conn.role is not Role.BOOTSTRAP:
+                continue
+            ids = md.ids_by_endpoint.get(conn.key.endpoint, frozenset())
+            if conn.state is ConnState.READY and cluster_agrees and len(ids) == 1:
+                (broker_id,) = ids
+                new_key = ConnectionKey(conn.key.endpoint, BrokerNode(broker_id), Purpose.DATA)
+                if self.live(new_key) is None:
+                    self.adopt(conn, new_key)
+                    continue
+            self._retire_connection(conn, CloseReason.NOT_ADOPTED)
+
+    def _retire_connection(self, conn: Connection, reason: CloseReason) -> None:
+        if conn.state is ConnState.READY:
+            self.drain(conn, reason)
+        elif conn.state is not ConnState.DRAINING:
+            self.close(conn, reason)
+
+    # --- what is needed, and prompt close ------------------------------------------------
+
+    def _leaders_in_use(self) -> frozenset[int]:
+        md, interest = self.metadata, self.interest
+        cached_md, cached_interest, leaders = self._leaders_cache
+        if cached_md is md and cached_interest is interest:
+            return leaders
+        if md is None:
+            leaders = frozenset()
+        elif interest is None:
+            leaders = md.leader_ids
+        else:
+            leaders = md.leaders_for(interest)
+        self._leaders_cache = (md, interest, leaders)
+        return leaders
+
+    def _needed(self, conn: Connection, leaders: frozenset[int]) -> bool:
+        """Whether the connection's role keeps it open (busy connections are never closed
+        either, but a busy connection whose role is over still lingers)."""
+        if conn.role is Role.BOOTSTRAP:
+            return self.metadata is None
+        broker_id = conn.key.broker_id
+        if conn.key.purpose is Purpose.COORDINATION:
+            return broker_id == self.coordinator_id
+        if self.config.share_coordinator and broker_id == self.coordinator_id:
+            return True
+        return broker_id in leaders
+
+    def needed_connections(self) -> frozenset[int]:
+        """Ids of the READY connections the policy keeps open now: a leader in use, the
+        coordinator, or the last one left for any-node requests; plus any that are busy."""
+        leaders = self._leaders_in_use()
+        ready = [c for c in self.records() if c.state is ConnState.READY]
+        needed = {c.conn_id for c in ready if c.busy or self._needed(c, leaders)}
+        general = [c for c in ready if c.role is not Role.COORDINATION]
+        if general and not any(c.conn_id in needed for c in general):
+            anchor = max(general, key=lambda c: (c.last_used_ms, c.conn_id))
+            needed.add(anchor.conn_id)
+        return frozenset(needed)
+
+    def _linger_deadline(self, conn: Connection) -> float:
+        assert conn.unneeded_since_ms is not None
+        return max(conn.unneeded_since_ms, conn.last_used_ms) + self.config.linger_ms
+
+    def maintain(self) -> None:
+        # A review is needed only when something structural changed or a linger ran out:
+        # requests and responses alone cannot make a connection unneeded (a busy connection
+        # is kept, and the linger counts from its last use).
+        self.expire_idle()
+        due = any(self._linger_deadline(c) <= self.now_ms for c in self._lingering)
+        if due or self.version != self._reviewed:
+            self._review()
+        elif self._deferred:
+            # A deferred dial waits for a quiet socket; sockets go quiet on responses, which
+            # are not structural changes, so look every time while something waits.
+            self._dial_deferred()
+
+    def _review(self) -> None:
+        needed = self.needed_connections()
+        self._lingering = []
+        for conn in self.records():
+            if conn.state is not ConnState.READY or conn.conn_id in needed:
+                conn.unneeded_since_ms = None
+                continue
+            if conn.unneeded_since_ms is None:
+                conn.unneeded_since_ms = self.now_ms
+            if not conn.busy and self._linger_deadline(conn) <= self.now_ms:
+                self.close(conn, CloseReason.UNNEEDED)
+            else:
+                self._lingering.append(conn)
+        self._dial_deferred()
+        self._reviewed = self.version
+
+    def next_deadline(self) -> float | None:
+        if not self._lingering:
+            return None
+        return min(self._linger_deadline(c) for c in self._lingering)
+
+    # --- socket budget -------------------------------------------------------------------
+
+    def dial(self, key: ConnectionKey) -> Connection:
+        conn = self.new_record(key)
+        if self._has_room() or self._make_room():
+            self.start_dial(conn)
+        else:
+            self._deferred.append(conn)  # requests wait on it until a socket is free
+        return conn
+
+    def _has_room(self) -> bool:
+        cap = self.config.max_connections
+        return cap is None or self.socket_count() < cap
+
+    def _make_room(self) -> bool:
+        needed = self.needed_connections()
+        quiet = [c for c in self.records() if c.state is ConnState.READY and not c.busy]
+        if not quiet:
+            return False
+        victim = min(quiet, key=lambda c: (c.conn_id in needed, c.last_used_ms, c.conn_id))
+        self.close(victim, CloseReason.BUDGET)
+        return True
+
+    def _dial_deferred(self) -> None:
+        waiting, self._deferred = self._deferred, []
+        for conn in waiting:
+            if conn.state is not ConnState.DEFERRED:
+                continue  # closed meanwhile
+            if self._has_room() or self._make_room():
+                self.start_dial(conn)
+            else:
+                self._deferred.append(conn)

@@ -1,0 +1,314 @@
+"""Client workloads: what a producer or a consumer asks of its connection policy, and when.
+
+These models are the Kafka protocol flows common to the clients we model (metadata refresh,
+produce to leaders, the group protocol, fetch loops, heartbeats and commits). They know
+nothing about connections: they emit request events and react to responses, errors and
+losses; the policy under test decides where every request goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from connmgr.core.events import Api
+from connmgr.core.metadata import ClusterMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from connmgr.sim.simulator import SimRequest, Simulator
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTimings:
+    metadata_max_age_ms: int = 300_000
+    retry_backoff_ms: int = 100
+    heartbeat_interval_ms: int = 3_000
+    auto_commit_interval_ms: int = 5_000
+    fetch_max_wait_ms: int = 500
+    send_interval_ms: int = 1_000
+
+
+class ClientModel:
+    """Shared by producer and consumer: metadata bookkeeping and refresh."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        topics: Sequence[str],
+        timings: ClientTimings,
+        *,
+        first_op_ms: float = 0.0,
+    ) -> None:
+        self.sim = sim
+        self.topics = list(topics)
+        self.timings = timings
+        self.first_op_ms = first_op_ms
+        self.md: ClusterMetadata | None = None
+        self._md_in_flight = False
+        self._md_wanted = False
+        self._refresh_seq = 0
+        self.ops_started = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self, bootstrap_now: bool) -> None:
+        if bootstrap_now:
+            self.request_metadata()
+        self.sim.at(self.first_op_ms, self._first_op)
+
+    def _first_op(self) -> None:
+        self.ops_started = True
+        self.on_first_op()
+        if self.md is None:
+            if not self._md_in_flight:
+                self.request_metadata()  # else on_metadata() calls on_ready()
+        else:
+            self.on_ready()
+
+    def on_first_op(self) -> None:
+        """The application's first send or poll, before metadata may be known."""
+
+    def on_ready(self) -> None:
+        """Metadata is known and the application has started sending or polling."""
+
+    # --- metadata ------------------------------------------------------------------------
+
+    def request_metadata(self) -> None:
+        if self._md_in_flight:
+            self._md_wanted = True
+            return
+        self._md_in_flight = True
+        self._md_wanted = False
+        bootstrap = self.md is None
+        topics: tuple[str, ...] = ()
+        if not (bootstrap and self.sim.policy.library == "aiokafka"):
+            topics = tuple(self.topics)  # aiokafka bootstraps with a topic-less request
+        self.sim.send_metadata(topics, bootstrap=bootstrap)
+
+    def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
+        self.md = md
+        self._md_in_flight = False
+        if not had_topics:
+            self.request_metadata()  # aiokafka: the topics come in a second request
+            return
+        self._refresh_seq += 1
+        seq = self._refresh_seq
+        self.sim.after(self.timings.metadata_max_age_ms, lambda: self._periodic(seq))
+        if self._md_wanted:
+            self.request_metadata()
+        elif self.ops_started:
+            self.on_ready()
+
+    def _periodic(self, seq: int) -> None:
+        if seq == self._refresh_seq:
+            self.request_metadata()
+
+    def metadata_stale(self) -> None:
+        """An error or a lost connection says the metadata may be stale: refresh it."""
+        if self.md is not None:
+            self.request_metadata()
+
+    # --- responses -----------------------------------------------------------------------
+
+    def on_response(self, req: SimRequest, ok: bool) -> None:
+        """A response to ``req``; ok=False for a routing error (not leader/coordinator)."""
+
+    def on_lost(self, req: SimRequest) -> None:
+        """``req`` will be re-sent by the policy; nothing to do by default."""
+
+
+class ProducerModel(ClientModel):
+    """Sends one Produce request per leader every ``send_interval_ms`` while active."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        topics: Sequence[str],
+        timings: ClientTimings,
+        *,
+        first_op_ms: float = 0.0,
+        send_until_ms: float | None = None,
+        idempotent: bool = False,
+        records_per_batch: int = 1,
+    ) -> None:
+        super().__init__(sim, topics, timings, first_op_ms=first_op_ms)
+        self.send_until_ms = send_until_ms
+        self.idempotent = idempotent
+        self.records_per_batch = records_per_batch
+        self._ticking = False
+        self._in_flight: set[int] = set()
+        self._have_pid = not idempotent
+        self._pid_requested = False
+
+    def on_ready(self) -> None:
+        if self.idempotent and not self._pid_requested:
+            self._pid_requested = True
+            self.sim.send_any(Api.INIT_PRODUCER_ID)
+            return
+        if self._have_pid and not self._ticking:
+            self._ticking = True
+            self._tick()
+
+    def _tick(self) -> None:
+        if self.send_until_ms is not None and self.sim.now > self.send_until_ms:
+            self._ticking = False
+            return
+        md = self.md
+        assert md is not None
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp, leader in md.leaders:
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            if leader not in self._in_flight:
+                self._in_flight.add(leader)
+                self.sim.send_broker(Api.PRODUCE, leader, tuple(tps))
+        self.sim.after(self.timings.send_interval_ms, self._tick)
+
+    def on_response(self, req: SimRequest, ok: bool) -> None:
+        if req.api is Api.INIT_PRODUCER_ID:
+            self._have_pid = True
+            self.on_ready()
+            return
+        if req.api is Api.PRODUCE and req.broker_id is not None:
+            self._in_flight.discard(req.broker_id)
+            if ok:
+                self.sim.records_acked += self.records_per_batch * len(req.partitions)
+            else:
+                self.metadata_stale()
+
+
+class ConsumerModel(ClientModel):
+    """A group member that owns every partition of its topics: FindCoordinator, JoinGroup,
+    SyncGroup, OffsetFetch, then one fetch loop per leader, heartbeats and auto-commits."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        topics: Sequence[str],
+        timings: ClientTimings,
+        *,
+        group: str,
+        first_op_ms: float = 0.0,
+    ) -> None:
+        super().__init__(sim, topics, timings, first_op_ms=first_op_ms)
+        self.group = group
+        self.coordinator: int | None = None
+        self._joined = False
+        self._finding = False
+        self._fetching: set[int] = set()
+        self._timers_started = False
+
+    def on_first_op(self) -> None:
+        # The Java consumer's first poll sends FindCoordinator alongside the first metadata
+        # request (both on the bootstrap node in fixtures/java-consumer-2019.log); aiokafka
+        # looks the coordinator up on a random known broker, so only after metadata.
+        if self.sim.policy.library == "java":
+            self._find_coordinator()
+
+    def on_ready(self) -> None:
+        if self.coordinator is None:
+            self._find_coordinator()
+        elif self._joined:
+            self._fetch_all()
+
+    def _find_coordinator(self) -> None:
+        if not self._finding:
+            self._finding = True
+            self.sim.send_any(Api.FIND_COORDINATOR)
+
+    def _to_coordinator(self, api: Api) -> None:
+        assert self.coordinator is not None
+        self.sim.send_coordinator(api, self.coordinator)
+
+    def _fetch_all(self) -> None:
+        md = self.md
+        assert md is not None
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp, leader in md.leaders:
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            if leader not in self._fetching:
+                self._fetching.add(leader)
+                self.sim.send_broker(Api.FETCH, leader, tuple(tps))
+
+    def _start_timers(self) -> None:
+        if self._timers_started:
+            return
+        self._timers_started = True
+        self._every(self.timings.heartbeat_interval_ms, Api.HEARTBEAT)
+        self._every(self.timings.auto_commit_interval_ms, Api.OFFSET_COMMIT)
+
+    def _every(self, interval: int, api: Api) -> None:
+        def fire() -> None:
+            if self.coordinator is not None and self._joined:
+                self._to_coordinator(api)
+            self.sim.after(interval, fire)
+
+        self.sim.after(interval, fire)
+
+    def on_response(self, req: SimRequest, ok: bool) -> None:
+        handler = self._handlers().get(req.api)
+        if handler is not None:
+            handler(req, ok)
+
+    def _handlers(self) -> dict[Api, Callable[[SimRequest, bool], None]]:
+        return {
+            Api.FIND_COORDINATOR: self._found,
+            Api.JOIN_GROUP: self._joined_group,
+            Api.SYNC_GROUP: self._synced,
+            Api.OFFSET_FETCH: self._offsets,
+            Api.FETCH: self._fetched,
+            Api.HEARTBEAT: self._group_reply,
+            Api.OFFSET_COMMIT: self._group_reply,
+        }
+
+    def _found(self, req: SimRequest, ok: bool) -> None:
+        self._finding = False
+        self.coordinator = self.sim.cluster.coordinator(self.group)
+        if not self._joined:
+            self._to_coordinator(Api.JOIN_GROUP)
+
+    def _joined_group(self, req: SimRequest, ok: bool) -> None:
+        if self._rediscover(ok):
+            return
+        self._to_coordinator(Api.SYNC_GROUP)
+
+    def _synced(self, req: SimRequest, ok: bool) -> None:
+        if self._rediscover(ok):
+            return
+        md = self.md
+        assert md is not None
+        self.sim.interest(frozenset(tp for tp, _ in md.leaders))
+        self._to_coordinator(Api.OFFSET_FETCH)
+
+    def _offsets(self, req: SimRequest, ok: bool) -> None:
+        if self._rediscover(ok):
+            return
+        self._joined = True
+        self._start_timers()
+        self._fetch_all()
+
+    def _group_reply(self, req: SimRequest, ok: bool) -> None:
+        self._rediscover(ok)
+
+    def _rediscover(self, ok: bool) -> bool:
+        """NOT_COORDINATOR: find the coordinator again (the group stays joined: a model)."""
+        if ok:
+            return False
+        self.coordinator = None
+        self._find_coordinator()
+        return True
+
+    def _fetched(self, req: SimRequest, ok: bool) -> None:
+        if req.broker_id is not None:
+            self._fetching.discard(req.broker_id)
+        if not ok:
+            self.metadata_stale()
+            return
+        self._fetch_all()
+
+    def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
+        super().on_metadata(md, had_topics=had_topics)
+        if self._joined and had_topics:
+            self._fetch_all()

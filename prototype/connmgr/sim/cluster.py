@@ -1,0 +1,179 @@
+"""The simulated cluster: brokers with endpoints and RTTs, partition leaders, coordinators,
+brokers going down and up, endpoints moving, and endpoints shared by several broker ids.
+
+Where a new TCP connection lands (:meth:`ClusterModel.resolve`) is the one modelling choice
+that matters for safety:
+
+* an endpoint advertised by exactly one broker reaches that broker;
+* an endpoint advertised by several brokers is a proxy. A connection opened *for* one of
+  those ids reaches it (the proxy routes per connection, as SNI-routing proxies do: without
+  that, no client could use such a cluster at all); a connection opened without naming a
+  broker (a bootstrap connection) lands on a backend of the proxy's choosing, drawn from the
+  cluster's own random source;
+* an endpoint nobody advertises refuses, and so does a broker that is down.
+
+A client that re-labels a socket (for example, adopts a bootstrap connection as broker X's)
+keeps whatever backend the socket reached; the simulator records that backend for every
+request, so misrouting is visible, not assumed away.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from connmgr.core.endpoint import Endpoint
+from connmgr.core.identity import ConnectionKey
+from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
+from connmgr.errors import ConfigError
+
+
+@dataclass(slots=True)
+class BrokerModel:
+    broker_id: int
+    endpoint: Endpoint
+    rtt_ms: float = 0.0
+    up: bool = True
+
+
+@dataclass
+class ClusterModel:
+    """Mutable state of the simulated cluster; the simulator changes it on scheduled events."""
+
+    brokers: dict[int, BrokerModel]
+    topics: dict[str, list[int]] = field(default_factory=dict)
+    """topic -> leader broker id of each partition (the preferred leaders)."""
+    coordinators: dict[str, int] = field(default_factory=dict)
+    cluster_id: str = "sim-cluster"
+    broker_idle_ms: int | None = 600_000
+    """The brokers' own ``connections.max.idle.ms`` (None: never reap)."""
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    _moved: dict[TopicPartition, int] = field(default_factory=dict)
+    _coordinator_moved: dict[str, int] = field(default_factory=dict)
+    _md_cache: dict[tuple[str, ...], ClusterMetadata] = field(default_factory=dict)
+    _at: dict[Endpoint, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.brokers:
+            raise ConfigError("a cluster needs at least one broker")
+        for topic, leaders in self.topics.items():
+            self._check_ids(leaders, f"leaders of topic {topic!r}")
+        self._check_ids(self.coordinators.values(), "coordinators")
+        self._reindex()
+
+    def _check_ids(self, ids: Iterable[int], what: str) -> None:
+        unknown = sorted(set(ids) - set(self.brokers))
+        if unknown:
+            raise ConfigError(f"{what} name unknown broker ids {unknown}")
+
+    def _reindex(self) -> None:
+        self._at = {}
+        for b in self.brokers.values():
+            self._at.setdefault(b.endpoint, []).append(b.broker_id)
+        self._md_cache.clear()
+
+    # --- what clients observe ------------------------------------------------------------
+
+    def leader(self, tp: TopicPartition) -> int:
+        return self._moved.get(tp, self.topics[tp.topic][tp.partition])
+
+    def coordinator(self, group: str) -> int:
+        return self._coordinator_moved.get(group, self.coordinators[group])
+
+    def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t in topics for p in range(len(self.topics[t]))]
+
+    def metadata(self, topics: Sequence[str]) -> ClusterMetadata:
+        """A metadata response for ``topics``: live brokers and current leaders."""
+        cache_key = tuple(topics)
+        cached = self._md_cache.get(cache_key)
+        if cached is None:
+            brokers = [BrokerInfo(b.broker_id, b.endpoint) for b in self.brokers.values() if b.up]
+            leaders = {tp: self.leader(tp) for tp in self.partitions(topics)}
+            cached = ClusterMetadata.build(self.cluster_id, brokers, leaders)
+            self._md_cache[cache_key] = cached
+        return cached
+
+    def resolve(self, key: ConnectionKey) -> int | None:
+        """The broker a new connection for ``key`` reaches, or None if it is refused."""
+        ids = self._at.get(key.endpoint, [])
+        if len(ids) > 1 and key.broker_id in ids:
+            ids = [key.broker_id]  # per-connection routing by the proxy
+        live = [i for i in ids if self.brokers[i].up]
+        if not live:
+            return None
+        return live[0] if len(live) == 1 else live[self.rng.randrange(len(live))]
+
+    def rtt(self, broker_id: int) -> float:
+        return self.brokers[broker_id].rtt_ms
+
+    # --- changes -------------------------------------------------------------------------
+
+    def set_down(self, broker_id: int) -> None:
+        """Take a broker down; its partitions and groups move to the next live broker."""
+        self.brokers[broker_id].up = False
+        live = sorted(i for i, b in self.brokers.items() if b.up)
+        if not live:
+            raise ConfigError("cannot take the last live broker down")
+        for topic, leaders in self.topics.items():
+            for partition in range(len(leaders)):
+                tp = TopicPartition(topic, partition)
+                if self.leader(tp) == broker_id:
+                    self._moved[tp] = _next_live(live, broker_id)
+        for group in self.coordinators:
+            if self.coordinator(group) == broker_id:
+                self._coordinator_moved[group] = _next_live(live, broker_id)
+        self._md_cache.clear()
+
+    def set_up(self, broker_id: int) -> None:
+        self.brokers[broker_id].up = True
+        self._md_cache.clear()
+
+    def restore_preferred(self) -> None:
+        """Preferred-leader election: leaders and coordinators move back where they belong,
+        for brokers that are up."""
+        self._moved = {tp: b for tp, b in self._moved.items() if not self._preferred_up(tp)}
+        self._coordinator_moved = {
+            g: b
+            for g, b in self._coordinator_moved.items()
+            if not self.brokers[self.coordinators[g]].up
+        }
+        self._md_cache.clear()
+
+    def _preferred_up(self, tp: TopicPartition) -> bool:
+        return self.brokers[self.topics[tp.topic][tp.partition]].up
+
+    def move_endpoint(self, broker_id: int, endpoint: Endpoint) -> None:
+        self.brokers[broker_id].endpoint = endpoint
+        self._reindex()
+
+    def move_leader(self, tp: TopicPartition, broker_id: int) -> None:
+        self._check_ids([broker_id], f"new leader of {tp}")
+        self._moved[tp] = broker_id
+        self._md_cache.clear()
+
+
+def _next_live(live: list[int], after: int) -> int:
+    for broker_id in live:
+        if broker_id > after:
+            return broker_id
+    return live[0]
+
+
+def build_cluster(
+    endpoints: Mapping[int, Endpoint],
+    topics: Mapping[str, Sequence[int]],
+    coordinators: Mapping[str, int],
+    *,
+    rtt_ms: float = 0.0,
+    broker_idle_ms: int | None = 600_000,
+    seed: int = 0,
+) -> ClusterModel:
+    return ClusterModel(
+        brokers={i: BrokerModel(i, ep, rtt_ms) for i, ep in endpoints.items()},
+        topics={t: list(leaders) for t, leaders in topics.items()},
+        coordinators=dict(coordinators),
+        broker_idle_ms=broker_idle_ms,
+        rng=random.Random(seed),
+    )

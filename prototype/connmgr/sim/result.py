@@ -1,0 +1,213 @@
+"""What one simulated (or real) run produced: counts, the connection timeline, and where each
+request went. ``RunResult.as_json()`` is the JSON schema shared by ``connmgr simulate`` and
+``connmgr run``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from connmgr.core.events import Api
+from connmgr.core.identity import ConnectionKey, Role
+
+if TYPE_CHECKING:
+    from connmgr.sim.simulator import Simulator
+
+
+@dataclass(slots=True)
+class ConnRecord:
+    """One socket, from dial to close."""
+
+    conn_id: int
+    key: ConnectionKey
+    backend: int | None
+    opened_ms: float
+    closed_ms: float | None = None
+    close_reason: str | None = None
+    adopted_as: ConnectionKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    t_ms: float
+    kind: str
+    conn_id: int
+    key: ConnectionKey
+    backend: int | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    t_ms: float
+    request_id: int
+    api: Api
+    target: str
+    reached: int
+    conn_id: int
+    key: ConnectionKey
+    routed_ok: bool
+
+
+def key_json(key: ConnectionKey) -> dict[str, Any]:
+    return {
+        "node": key.node.java_id,
+        "broker": key.broker_id,
+        "host": key.endpoint.host,
+        "port": key.endpoint.port,
+        "purpose": key.purpose.value,
+        "role": key.role.value,
+    }
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    policy: str
+    seed: int
+    settings: dict[str, str]
+    duration_ms: float
+    opened: int
+    failed: int
+    peak: int
+    steady: int
+    by_role: dict[str, dict[str, int]]
+    by_broker: dict[str, dict[str, int]]
+    steady_connections: list[dict[str, Any]]
+    timeline: list[TimelineEntry]
+    requests: list[RequestRecord]
+    misrouted: int
+    leaked: int
+    events: int
+    wall_s: float
+    needed_conn_ids: list[int] | None
+    steady_conn_ids: list[int]
+    conn_records: list[ConnRecord] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls,
+        sim: Simulator,
+        *,
+        steady: list[ConnectionKey],
+        steady_backends: list[int | None],
+        needed_conn_ids: list[int] | None,
+        steady_conn_ids: list[int],
+        leaked: int,
+        wall_s: float,
+    ) -> RunResult:
+        metrics = sim.policy.metrics
+        by_role = metrics.as_dict()
+        at_end = Counter(k.role for k in steady)
+        for role in Role:
+            by_role[role.value]["open_at_end"] = at_end[role]
+            del by_role[role.value]["open_now"]  # after close(): always 0; open_at_end says it
+        brokers: dict[str, dict[str, int]] = {}
+        for record in sim.conn_records:
+            entry = brokers.setdefault(str(record.backend), {"opened": 0, "open_at_end": 0})
+            entry["opened"] += 1
+        for backend in steady_backends:
+            brokers.setdefault(str(backend), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
+        return cls(
+            scenario="",
+            policy=sim.policy.name,
+            seed=0,
+            settings={},
+            duration_ms=sim.duration_ms,
+            opened=metrics.opened,
+            failed=sum(c.failed for c in metrics.by_role.values()),
+            peak=metrics.peak,
+            steady=len(steady),
+            by_role=by_role,
+            by_broker=dict(sorted(brokers.items(), key=lambda kv: _broker_order(kv[0]))),
+            steady_connections=[key_json(k) for k in steady],
+            timeline=sim.timeline,
+            requests=sim.request_log,
+            misrouted=sim.misrouted,
+            leaked=leaked,
+            events=sim.events,
+            wall_s=wall_s,
+            needed_conn_ids=needed_conn_ids,
+            steady_conn_ids=steady_conn_ids,
+            conn_records=sim.conn_records,
+        )
+
+    def connection_sequence(self) -> list[tuple[int, str, int]]:
+        """(node id as the Java client prints it, host, port) of every dial, in order."""
+        return [
+            (e.key.node.java_id, e.key.endpoint.host, e.key.endpoint.port)
+            for e in self.timeline
+            if e.kind == "connect"
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "policy": self.policy,
+            "seed": self.seed,
+            "settings": self.settings,
+            "duration_ms": self.duration_ms,
+            "opened": self.opened,
+            "failed": self.failed,
+            "peak": self.peak,
+            "steady": self.steady,
+            "by_role": self.by_role,
+            "by_broker": self.by_broker,
+            "steady_connections": self.steady_connections,
+            "misrouted": self.misrouted,
+            "leaked": self.leaked,
+            "events": self.events,
+            "wall_s": round(self.wall_s, 4),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        data = self.summary()
+        data["timeline"] = [
+            {
+                "t_ms": round(e.t_ms, 3),
+                "event": e.kind,
+                "conn": e.conn_id,
+                "reached": e.backend,
+                **key_json(e.key),
+                **({"reason": e.reason} if e.reason else {}),
+            }
+            for e in self.timeline
+        ]
+        data["requests"] = [
+            {
+                "t_ms": round(r.t_ms, 3),
+                "request_id": r.request_id,
+                "api": r.api.name,
+                "target": r.target,
+                "reached": r.reached,
+                "conn": r.conn_id,
+                "node": r.key.node.java_id,
+                "purpose": r.key.purpose.value,
+                "routed_ok": r.routed_ok,
+            }
+            for r in self.requests
+        ]
+        return data
+
+
+def _broker_order(name: str) -> tuple[int, int]:
+    return (1, 0) if name == "None" else (0, int(name))
+
+
+def java_log_events(result: RunResult) -> list[tuple[float, str, str, int, int, str]]:
+    """The run as (t_ms, kind, host, port, node id, reason) rows for :mod:`connmgr.javalog`:
+    dials, closes, and the node each metadata request went to, in time order."""
+    rows: list[tuple[float, int, str, str, int, int, str]] = []
+    for n, e in enumerate(result.timeline):
+        if e.kind in ("connect", "close", "peer_closed"):
+            kind = "connect" if e.kind == "connect" else "close"
+            ep = e.key.endpoint
+            rows.append((e.t_ms, n, kind, ep.host, ep.port, e.key.node.java_id, e.reason))
+    offset = len(rows)
+    for n, r in enumerate(result.requests):
+        if r.api is Api.METADATA:
+            ep = r.key.endpoint
+            rows.append((r.t_ms, offset + n, "metadata", ep.host, ep.port, r.key.node.java_id, ""))
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return [(t, kind, host, port, node, reason) for t, _, kind, host, port, node, reason in rows]

@@ -1,0 +1,75 @@
+"""``simulate()``: one scenario, one policy, one seed -> a :class:`RunResult`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from connmgr.core.config import PolicyConfig
+from connmgr.core.policy import Policy
+from connmgr.errors import UnknownName
+from connmgr.policies import make_policy
+from connmgr.sim.result import RunResult
+from connmgr.sim.scenarios import ScenarioSpec, get_scenario, policy_config
+from connmgr.sim.simulator import Simulator, derive_rng
+
+POLICY_OPTIONS = frozenset(
+    f.name for f in dataclasses.fields(PolicyConfig) if f.name not in ("extra", "client")
+)
+
+
+def split_settings(
+    scenario: str, settings: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Split ``--set`` settings into scenario parameters and policy options."""
+    params = get_scenario(scenario).defaults
+    scenario_settings: dict[str, str] = {}
+    policy_settings: dict[str, str] = {}
+    for name, value in settings.items():
+        if name in params:
+            scenario_settings[name] = value
+        elif name in POLICY_OPTIONS:
+            policy_settings[name] = value
+        else:
+            raise UnknownName(
+                f"{name!r} is neither a parameter of scenario {scenario!r} "
+                f"({', '.join(sorted(params))}) nor a policy option "
+                f"({', '.join(sorted(POLICY_OPTIONS))})"
+            )
+    return scenario_settings, policy_settings
+
+
+def prepare(
+    scenario: str, settings: Mapping[str, str] | None = None
+) -> tuple[ScenarioSpec, dict[str, str], int]:
+    """The scenario spec, the policy settings and the seed for a run."""
+    scenario_settings, policy_settings = split_settings(scenario, settings or {})
+    sc = get_scenario(scenario)
+    params = sc.params(scenario_settings)
+    seed = params["seed"]
+    assert isinstance(seed, int)
+    return sc.build(params), policy_settings, seed
+
+
+def simulate(
+    scenario: str, policy: str | type[Policy], settings: Mapping[str, str] | None = None
+) -> RunResult:
+    """Run ``policy`` (a registered name, or a Policy class such as a test's deliberately
+    broken variant) through ``scenario`` with ``settings`` (``--set`` strings)."""
+    spec, policy_settings, seed = prepare(scenario, settings)
+    config = policy_config(spec, policy_settings)
+    rng = derive_rng(seed, "policy")
+    instance = make_policy(policy, config, rng) if isinstance(policy, str) else policy(config, rng)
+    sim = Simulator(
+        instance,
+        spec.cluster,
+        spec.make_client,
+        client_kind=spec.client,
+        duration_ms=spec.duration_ms,
+        changes=spec.changes,
+    )
+    result = sim.run()
+    result.scenario = scenario
+    result.seed = seed
+    result.settings = dict(settings or {})
+    return result

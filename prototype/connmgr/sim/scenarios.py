@@ -1,0 +1,325 @@
+"""Named scenarios: a cluster, a client workload, cluster changes over time, and defaults.
+
+Every parameter can be overridden with ``--set name=value``; names that are not scenario
+parameters are policy options (see :class:`~connmgr.core.config.PolicyConfig`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from connmgr.core.config import ClientKind, PolicyConfig, coerce_option
+from connmgr.core.endpoint import Endpoint, parse_bootstrap
+from connmgr.errors import ConfigError, UnknownName
+from connmgr.sim.clients import ClientModel, ClientTimings, ConsumerModel, ProducerModel
+from connmgr.sim.cluster import ClusterModel, build_cluster
+from connmgr.sim.simulator import Simulator
+
+ParamValue = int | float | str | bool
+Change = tuple[float, Callable[[Simulator], None]]
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """A scenario with its parameters applied: everything a run needs but the policy."""
+
+    cluster: ClusterModel
+    bootstrap: tuple[Endpoint, ...]
+    client: ClientKind
+    topics: tuple[str, ...]
+    group: str | None
+    duration_ms: float
+    changes: list[Change] = field(default_factory=list)
+    policy_defaults: Mapping[str, str] = field(default_factory=dict)
+    first_op_ms: float = 0.0
+    idempotent: bool = False
+
+    def make_client(self, sim: Simulator) -> ClientModel:
+        timings = ClientTimings()
+        if self.client is ClientKind.PRODUCER:
+            return ProducerModel(
+                sim, self.topics, timings, first_op_ms=self.first_op_ms, idempotent=self.idempotent
+            )
+        assert self.group is not None
+        return ConsumerModel(
+            sim, self.topics, timings, group=self.group, first_op_ms=self.first_op_ms
+        )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    defaults: Mapping[str, ParamValue]
+    build: Callable[[Mapping[str, ParamValue]], ScenarioSpec]
+
+    def params(self, overrides: Mapping[str, str]) -> dict[str, ParamValue]:
+        """Defaults with ``overrides`` (strings) converted to each default's type."""
+        result = dict(self.defaults)
+        for name, text in overrides.items():
+            if name not in result:
+                raise UnknownName(
+                    f"scenario {self.name!r} has no parameter {name!r}; "
+                    f"parameters: {', '.join(sorted(result))}"
+                )
+            result[name] = _coerce(name, result[name], text)
+        return result
+
+    def spec(self, overrides: Mapping[str, str] | None = None) -> ScenarioSpec:
+        return self.build(self.params(overrides or {}))
+
+
+def _coerce(name: str, current: ParamValue, text: str) -> ParamValue:
+    if isinstance(current, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{name}={text!r}: expected a number") from None
+    value = coerce_option(name, current, text)
+    assert isinstance(value, int | float | str | bool)
+    if (
+        isinstance(current, int)
+        and isinstance(value, int)
+        and not isinstance(current, bool)
+        and current >= 0 > value
+    ):
+        raise ConfigError(f"{name}={text!r}: must be >= 0")
+    return value
+
+
+COMMON: dict[str, ParamValue] = {"seed": 0, "rtt_ms": 0.0}
+MINUTE = 60_000
+
+
+def _int(p: Mapping[str, ParamValue], name: str) -> int:
+    value = p[name]
+    assert isinstance(value, int)
+    return value
+
+
+def _num(p: Mapping[str, ParamValue], name: str) -> float:
+    value = p[name]
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+def _broker_idle(p: Mapping[str, ParamValue]) -> int | None:
+    idle = _int(p, "broker_idle_ms")
+    return None if idle == 0 else idle
+
+
+def _localhost_brokers(ids: range, first_port: int) -> dict[int, Endpoint]:
+    return {i: Endpoint("localhost", first_port + n) for n, i in enumerate(ids)}
+
+
+def spread_leaders(brokers: int, count: int) -> list[int]:
+    """``count`` leader ids spread over brokers 1..N, away from the bootstrap brokers 1-3."""
+    if brokers <= count:
+        return [1 + i % brokers for i in range(count)]
+    return [max(1, brokers * (i + 1) // (count + 1)) for i in range(count)]
+
+
+# --- the seed articles' topologies --------------------------------------------------------
+
+
+def _seed(p: Mapping[str, ParamValue], client: ClientKind, bootstrap: str) -> ScenarioSpec:
+    # fixtures/java-*.log: brokers 0, 1, 2 on localhost:9092..9094; group "test" coordinated
+    # by broker 2; topic t4 with one partition led by each broker. The partition order
+    # (leaders 2, 0, 1) is the order in which the consumer log connects to the leaders.
+    cluster = build_cluster(
+        _localhost_brokers(range(3), 9092),
+        {"t4": [2, 0, 1]},
+        {"test": 2},
+        rtt_ms=_num(p, "rtt_ms"),
+        broker_idle_ms=_broker_idle(p),
+        seed=_int(p, "seed"),
+    )
+    offset = _int(p, "bootstrap_offset")
+    return ScenarioSpec(
+        cluster=cluster,
+        bootstrap=parse_bootstrap(bootstrap),
+        client=client,
+        topics=("t4",),
+        group="test" if client is ClientKind.CONSUMER else None,
+        duration_ms=_num(p, "duration_ms"),
+        policy_defaults={"bootstrap_offset": str(offset)} if offset >= 0 else {},
+    )
+
+
+def _big(p: Mapping[str, ParamValue], client: ClientKind) -> ScenarioSpec:
+    n = _int(p, "brokers")
+    if n < 1:
+        raise ConfigError("brokers must be >= 1")
+    leaders = spread_leaders(n, _int(p, "leaders"))
+    coordinator = max(1, n // 3) if n > 3 else 1
+    cluster = build_cluster(
+        _localhost_brokers(range(1, n + 1), 9092),
+        {"events": leaders},
+        {"app": coordinator},
+        rtt_ms=_num(p, "rtt_ms"),
+        broker_idle_ms=_broker_idle(p),
+        seed=_int(p, "seed"),
+    )
+    servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, min(n, 3) + 1))
+    return ScenarioSpec(
+        cluster=cluster,
+        bootstrap=parse_bootstrap(servers),
+        client=client,
+        topics=("events",),
+        group="app" if client is ClientKind.CONSUMER else None,
+        duration_ms=_num(p, "duration_ms"),
+        policy_defaults=(
+            {"connections_max_idle_ms": "-1"} if _int(p, "client_idle_disabled") else {}
+        ),
+    )
+
+
+def _k8s(p: Mapping[str, ParamValue]) -> ScenarioSpec:
+    # Broker 2 is restarted as a new pod: down at restart_at, back 30 s later advertising a
+    # new address; preferred-leader election gives it its partitions back 60 s after that.
+    endpoints = {i: Endpoint(f"kafka-{i}-a.pods", 9092) for i in (1, 2, 3)}
+    cluster = build_cluster(
+        endpoints,
+        {"orders": [1, 2, 3]},
+        {"app": 2},
+        rtt_ms=_num(p, "rtt_ms"),
+        broker_idle_ms=_broker_idle(p),
+        seed=_int(p, "seed"),
+    )
+    restart = _num(p, "restart_at_ms")
+
+    def down(sim: Simulator) -> None:
+        sim.broker_down(2)
+
+    def up(sim: Simulator) -> None:
+        sim.cluster.move_endpoint(2, Endpoint("kafka-2-b.pods", 9092))
+        sim.cluster.set_up(2)
+
+    def rebalance(sim: Simulator) -> None:
+        sim.cluster.restore_preferred()
+
+    return ScenarioSpec(
+        cluster=cluster,
+        bootstrap=parse_bootstrap("kafka-1-a.pods:9092,kafka-2-a.pods:9092"),
+        client=ClientKind.CONSUMER,
+        topics=("orders",),
+        group="app",
+        duration_ms=_num(p, "duration_ms"),
+        changes=[(restart, down), (restart + 30_000, up), (restart + 90_000, rebalance)],
+    )
+
+
+def _shared(p: Mapping[str, ParamValue]) -> ScenarioSpec:
+    # Three brokers behind one proxy address; metadata advertises that address for all.
+    proxy = Endpoint("kafka-proxy", 9092)
+    cluster = build_cluster(
+        {1: proxy, 2: proxy, 3: proxy},
+        {"orders": [1, 2, 3]},
+        {"app": 2},
+        rtt_ms=_num(p, "rtt_ms"),
+        broker_idle_ms=_broker_idle(p),
+        seed=_int(p, "seed"),
+    )
+    return ScenarioSpec(
+        cluster=cluster,
+        bootstrap=(proxy,),
+        client=ClientKind.CONSUMER,
+        topics=("orders",),
+        group="app",
+        duration_ms=_num(p, "duration_ms"),
+    )
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def _register(scenario: Scenario) -> None:
+    SCENARIOS[scenario.name] = scenario
+
+
+_register(
+    Scenario(
+        "seed-consumer",
+        "consumer of fixtures/java-consumer-2019.log: 3 brokers, bootstrap localhost:9092",
+        {**COMMON, "duration_ms": 15 * MINUTE, "broker_idle_ms": 600_000, "bootstrap_offset": -1},
+        lambda p: _seed(p, ClientKind.CONSUMER, "localhost:9092"),
+    )
+)
+_register(
+    Scenario(
+        "seed-producer",
+        "producer of fixtures/java-producer-2.1.log: bootstrap localhost:9092,localhost:9093",
+        # The Java client scans from a random offset; the recorded log shows it picked -2.
+        {**COMMON, "duration_ms": 15 * MINUTE, "broker_idle_ms": 600_000, "bootstrap_offset": 1},
+        lambda p: _seed(p, ClientKind.PRODUCER, "localhost:9092,localhost:9093"),
+    )
+)
+_BIG = {
+    **COMMON,
+    "brokers": 1000,
+    "leaders": 3,
+    "duration_ms": 60 * MINUTE,
+    "broker_idle_ms": 600_000,
+    "client_idle_disabled": 0,
+}
+_register(
+    Scenario(
+        "big-producer",
+        "producer to a topic led by 3 of N brokers (N=1000), one hour",
+        _BIG,
+        lambda p: _big(p, ClientKind.PRODUCER),
+    )
+)
+_register(
+    Scenario(
+        "big-consumer",
+        "group consumer of a topic led by 3 of N brokers (N=1000), one hour",
+        _BIG,
+        lambda p: _big(p, ClientKind.CONSUMER),
+    )
+)
+_register(
+    Scenario(
+        "k8s-endpoint-change",
+        "consumer; broker 2 restarts as a new pod with a new address, then regains leadership",
+        {
+            **COMMON,
+            "duration_ms": 15 * MINUTE,
+            "broker_idle_ms": 600_000,
+            "restart_at_ms": 2 * MINUTE,
+        },
+        _k8s,
+    )
+)
+_register(
+    Scenario(
+        "shared-endpoint",
+        "consumer; 3 brokers behind one proxy host:port that metadata advertises for all",
+        {**COMMON, "duration_ms": 15 * MINUTE, "broker_idle_ms": 600_000},
+        _shared,
+    )
+)
+_register(
+    Scenario(
+        "idle-disabled",
+        "producer on 30 brokers, connections.max.idle.ms=-1 on client and broker, one hour",
+        {**_BIG, "brokers": 30, "broker_idle_ms": 0, "client_idle_disabled": 1},
+        lambda p: _big(p, ClientKind.PRODUCER),
+    )
+)
+
+
+def get_scenario(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise UnknownName(
+            f"unknown scenario {name!r}; known scenarios: {', '.join(SCENARIOS)}"
+        ) from None
+
+
+def policy_config(spec: ScenarioSpec, settings: Mapping[str, str]) -> PolicyConfig:
+    """The policy configuration for ``spec``: its defaults, then ``settings``."""
+    base = PolicyConfig(bootstrap=spec.bootstrap, client=spec.client)
+    return base.with_settings({**spec.policy_defaults, **settings})

@@ -1,0 +1,349 @@
+"""The discrete-event simulator: one client, one policy, one simulated cluster, a virtual
+clock. It carries out the policy's actions the way a network would, and records every
+connection and which broker every request actually reached.
+
+Deterministic: the policy, the cluster and nothing else draw randomness, each from its own
+``random.Random`` seeded from the run's seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from connmgr.core.actions import Adopt, Close, Connect, Send, WakeAt
+from connmgr.core.config import ClientKind
+from connmgr.core.events import (
+    AnyNodeRequestNeeded,
+    Api,
+    BootstrapRequested,
+    BrokerRequestNeeded,
+    ClientClosed,
+    ConnectionClosedByPeer,
+    ConnectionEstablished,
+    ConnectionFailed,
+    CoordinatorRequestNeeded,
+    Event,
+    InterestChanged,
+    MetadataReceived,
+    ResponseReceived,
+    TimePassed,
+)
+from connmgr.core.identity import ConnectionKey, Purpose
+from connmgr.core.metadata import TopicPartition
+from connmgr.core.policy import Policy
+from connmgr.errors import PolicyMisuse
+from connmgr.sim.clients import ClientModel
+from connmgr.sim.cluster import ClusterModel
+from connmgr.sim.result import ConnRecord, RequestRecord, RunResult, TimelineEntry
+
+MIN_LATENCY_MS = 0.1
+"""Even on loopback nothing is instantaneous; keeps causally ordered events apart."""
+
+
+@dataclass(slots=True)
+class SimConn:
+    conn_id: int
+    key: ConnectionKey
+    backend: int | None
+    record: ConnRecord
+    ready: bool = False
+    open: bool = True
+    last_active: float = 0.0
+    in_flight: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class SimRequest:
+    request_id: int
+    api: Api
+    broker_id: int | None
+    purpose: Purpose
+    partitions: tuple[TopicPartition, ...] = ()
+    topics: tuple[str, ...] = ()
+    bootstrap: bool = False
+    target: str = "any"
+
+
+class Simulator:
+    """Run one client life. Build with a policy, a cluster and a client factory; call run()."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        cluster: ClusterModel,
+        make_client: Callable[[Simulator], ClientModel],
+        *,
+        client_kind: ClientKind,
+        duration_ms: float,
+        changes: list[tuple[float, Callable[[Simulator], None]]] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.cluster = cluster
+        self.client_kind = client_kind
+        self.duration_ms = duration_ms
+        self.now = 0.0
+        self.records_acked = 0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self._next_request = 1
+        self._wake_at: float | None = None
+        self._conns: dict[int, SimConn] = {}
+        self._requests: dict[int, SimRequest] = {}
+        self.timeline: list[TimelineEntry] = []
+        self.request_log: list[RequestRecord] = []
+        self.conn_records: list[ConnRecord] = []
+        self.events = 0
+        self.misrouted = 0
+        for at, change in changes or []:
+            self.at(at, functools.partial(change, self))
+        self.client = make_client(self)
+
+    # --- scheduling ----------------------------------------------------------------------
+
+    def at(self, when: float, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, fn))
+
+    def after(self, delay: float, fn: Callable[[], None]) -> None:
+        self.at(self.now + delay, fn)
+
+    # --- the client's requests -----------------------------------------------------------
+
+    def _new_request(self, req: SimRequest) -> int:
+        self._requests[req.request_id] = req
+        return req.request_id
+
+    def _rid(self) -> int:
+        rid = self._next_request
+        self._next_request += 1
+        return rid
+
+    def send_metadata(self, topics: tuple[str, ...], *, bootstrap: bool) -> None:
+        rid = self._rid()
+        self._new_request(
+            SimRequest(rid, Api.METADATA, None, Purpose.DATA, topics=topics, bootstrap=bootstrap)
+        )
+        self.deliver(
+            BootstrapRequested(rid) if bootstrap else AnyNodeRequestNeeded(rid, Api.METADATA)
+        )
+
+    def send_any(self, api: Api) -> None:
+        rid = self._rid()
+        self._new_request(SimRequest(rid, api, None, Purpose.DATA))
+        self.deliver(AnyNodeRequestNeeded(rid, api))
+
+    def send_broker(self, api: Api, broker_id: int, partitions: tuple[TopicPartition, ...]) -> None:
+        rid = self._rid()
+        self._new_request(
+            SimRequest(rid, api, broker_id, Purpose.DATA, partitions, target=str(broker_id))
+        )
+        self.deliver(BrokerRequestNeeded(rid, api, broker_id))
+
+    def send_coordinator(self, api: Api, broker_id: int) -> None:
+        rid = self._rid()
+        self._new_request(
+            SimRequest(rid, api, broker_id, Purpose.COORDINATION, target=f"coordinator:{broker_id}")
+        )
+        self.deliver(CoordinatorRequestNeeded(rid, api, broker_id))
+
+    def interest(self, partitions: frozenset[TopicPartition]) -> None:
+        self.deliver(InterestChanged(partitions))
+
+    # --- the policy ----------------------------------------------------------------------
+
+    def deliver(self, event: Event) -> None:
+        """Hand ``event`` to the policy now and carry out its actions."""
+        self.events += 1
+        actions = self.policy.handle(event, self.now)
+        for action in actions:
+            if isinstance(action, Send):
+                self._do_send(action.conn_id, action.request_id)
+            elif isinstance(action, Connect):
+                self._do_connect(action.conn_id, action.key)
+            elif isinstance(action, Close):
+                self._do_close(action.conn_id, action.reason.value)
+            elif isinstance(action, WakeAt):
+                if action.at_ms != self._wake_at:
+                    self._wake_at = action.at_ms
+                    self.at(action.at_ms, functools.partial(self._wake, action.at_ms))
+            elif isinstance(action, Adopt):
+                self._do_adopt(action.conn_id, action.new_key)
+
+    def _wake(self, at: float) -> None:
+        if at == self._wake_at:
+            self._wake_at = None
+            self.deliver(TimePassed())
+
+    def _log(self, kind: str, conn: SimConn, reason: str = "") -> None:
+        self.timeline.append(
+            TimelineEntry(self.now, kind, conn.conn_id, conn.key, conn.backend, reason)
+        )
+
+    def _do_connect(self, conn_id: int, key: ConnectionKey) -> None:
+        backend = self.cluster.resolve(key)
+        record = ConnRecord(conn_id, key, backend, self.now)
+        self.conn_records.append(record)
+        conn = SimConn(conn_id, key, backend, record, last_active=self.now)
+        self._conns[conn_id] = conn
+        self._log("connect", conn)
+        if backend is None:
+            self.at(self.now + MIN_LATENCY_MS, lambda: self._connect_result(conn, ok=False))
+        else:
+            # TCP handshake plus the ApiVersions exchange: two round trips.
+            delay = max(MIN_LATENCY_MS, 2 * self.cluster.rtt(backend))
+            self.at(self.now + delay, lambda: self._connect_result(conn, ok=True))
+
+    def _connect_result(self, conn: SimConn, *, ok: bool) -> None:
+        if not conn.open:
+            return
+        if ok and conn.backend is not None and self.cluster.brokers[conn.backend].up:
+            conn.ready = True
+            conn.last_active = self.now
+            self._log("established", conn)
+            self._schedule_reap(conn)
+            self.deliver(ConnectionEstablished(conn.conn_id))
+        else:
+            conn.open = False
+            conn.record.closed_ms = self.now
+            self._log("failed", conn)
+            self.deliver(ConnectionFailed(conn.conn_id))
+            self.client.metadata_stale()
+
+    def _do_send(self, conn_id: int, rid: int) -> None:
+        conn = self._conns[conn_id]
+        if not (conn.open and conn.ready):
+            raise PolicyMisuse(f"{self.policy.name} sent request {rid} on unusable {conn}")
+        req = self._requests[rid]
+        conn.in_flight.add(rid)
+        conn.last_active = self.now
+        backend = conn.backend
+        assert backend is not None
+        ok = True
+        if req.broker_id is not None and backend != req.broker_id:
+            ok = False
+            self.misrouted += 1
+        self.request_log.append(
+            RequestRecord(self.now, rid, req.api, req.target, backend, conn_id, conn.key, ok)
+        )
+        delay = max(MIN_LATENCY_MS, self.cluster.rtt(backend))
+        if req.api is Api.FETCH:
+            delay += self.client.timings.fetch_max_wait_ms
+        self.at(self.now + delay, lambda: self._respond(conn, rid, ok))
+
+    def _respond(self, conn: SimConn, rid: int, routed_ok: bool) -> None:
+        if not conn.open or rid not in conn.in_flight:
+            return  # the connection went away: the policy re-sends the request
+        conn.in_flight.discard(rid)
+        conn.last_active = self.now
+        req = self._requests.pop(rid)
+        backend = conn.backend
+        assert backend is not None
+        if req.api is Api.METADATA:
+            md = self.cluster.metadata(req.topics)
+            self.deliver(MetadataReceived(rid, md))
+            self.client.on_metadata(md, had_topics=bool(req.topics))
+            return
+        self.deliver(ResponseReceived(rid))
+        self.client.on_response(req, routed_ok and self._still_right(req, backend))
+
+    def _still_right(self, req: SimRequest, backend: int) -> bool:
+        """Whether the broker that answered is still the right one (leader, coordinator)."""
+        if req.purpose is Purpose.COORDINATION:
+            group = getattr(self.client, "group", None)
+            return group is None or self.cluster.coordinator(group) == backend
+        return all(self.cluster.leader(tp) == backend for tp in req.partitions)
+
+    def _do_close(self, conn_id: int, reason: str) -> None:
+        conn = self._conns.pop(conn_id)
+        conn.open = False
+        conn.record.closed_ms = self.now
+        conn.record.close_reason = reason
+        self._log("close", conn, reason)
+
+    def _do_adopt(self, conn_id: int, new_key: ConnectionKey) -> None:
+        conn = self._conns[conn_id]
+        conn.key = new_key
+        conn.record.adopted_as = new_key
+        self._log("adopt", conn)
+
+    def peer_close(self, conn: SimConn, reason: str) -> None:
+        """The broker side closes ``conn`` (broker down, broker idle reaping)."""
+        if not conn.open:
+            return
+        conn.open = False
+        self._conns.pop(conn.conn_id, None)
+        conn.record.closed_ms = self.now
+        conn.record.close_reason = reason
+        self._log("peer_closed", conn, reason)
+        if conn.ready:
+            self.deliver(ConnectionClosedByPeer(conn.conn_id))
+        else:
+            self.deliver(ConnectionFailed(conn.conn_id))
+        self.client.metadata_stale()
+
+    def _schedule_reap(self, conn: SimConn) -> None:
+        idle = self.cluster.broker_idle_ms
+        if idle is not None:
+            self.at(conn.last_active + idle, lambda: self._reap(conn))
+
+    def _reap(self, conn: SimConn) -> None:
+        idle = self.cluster.broker_idle_ms
+        if not conn.open or idle is None:
+            return
+        if conn.in_flight:
+            self.at(self.now + idle, lambda: self._reap(conn))
+            return
+        if conn.last_active + idle > self.now:
+            self.at(conn.last_active + idle, lambda: self._reap(conn))
+            return
+        self.peer_close(conn, "broker_idle")
+
+    # --- cluster changes -----------------------------------------------------------------
+
+    def broker_down(self, broker_id: int) -> None:
+        self.cluster.set_down(broker_id)
+        for conn in list(self._conns.values()):
+            if conn.backend == broker_id:
+                self.peer_close(conn, "broker_down")
+
+    def open_connections(self) -> list[SimConn]:
+        return [c for c in self._conns.values() if c.open]
+
+    # --- the run -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        self.client.start(self.policy.bootstraps_at_start(self.client_kind is ClientKind.PRODUCER))
+        heap = self._heap
+        end = self.duration_ms
+        while heap and heap[0][0] <= end:
+            when, _, fn = heapq.heappop(heap)
+            self.now = when
+            fn()
+        self.now = end
+        self.deliver(TimePassed())
+        steady = self.open_connections()
+        steady_keys = [c.key for c in steady]
+        needed = getattr(self.policy, "needed_connections", None)
+        needed_ids = sorted(needed()) if callable(needed) else None
+        self.deliver(ClientClosed())
+        leaked = self.open_connections()
+        return RunResult.build(
+            self,
+            steady=steady_keys,
+            steady_backends=[c.backend for c in steady],
+            needed_conn_ids=needed_ids,
+            steady_conn_ids=[c.conn_id for c in steady],
+            leaked=len(leaked),
+            wall_s=time.perf_counter() - started,
+        )
+
+
+def derive_rng(seed: int, stream: str) -> random.Random:
+    """An independent, reproducible random stream per consumer of randomness."""
+    return random.Random(f"{seed}:{stream}")

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from connmgr.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "policies")
+    assert code == 0 and all(n in out for n in ("java-described", "java-today", "proposed"))
+    code, out, _ = run(capsys, "scenarios")
+    assert code == 0 and "k8s-endpoint-change" in out and "brokers=1000" in out
+
+
+def test_simulate_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "seed-consumer", "--policy", "proposed", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {"opened", "peak", "steady", "by_role", "by_broker", "timeline", "requests"} <= set(data)
+    assert data["opened"] == 4 and set(data["by_role"]) == {"bootstrap", "data", "coordination"}
+
+
+def test_simulate_java_log(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        "seed-producer",
+        "--policy",
+        "java-described",
+        "--java-log",
+        "--set",
+        "duration_ms=1000",
+    )
+    assert code == 0
+    assert "Initiating connection to node localhost:9093 (id: -2 rack: null)" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["simulate", "nope", "--policy", "proposed"], "unknown scenario 'nope'"),
+        (["simulate", "seed-consumer", "--policy", "nope"], "unknown policy 'nope'"),
+        (
+            ["simulate", "seed-consumer", "--policy", "proposed", "--set", "brokers"],
+            "expected KEY=VALUE",
+        ),
+        (
+            ["simulate", "seed-consumer", "--policy", "proposed", "--set", "wat=1"],
+            "neither a parameter",
+        ),
+        (
+            ["simulate", "big-producer", "--policy", "proposed", "--set", "brokers=many"],
+            "expected an integer",
+        ),
+        (
+            ["simulate", "big-producer", "--policy", "proposed", "--set", "max_connections=-1"],
+            "at least 1",
+        ),
+        (
+            ["simulate", "big-producer", "--policy", "proposed", "--set", "warm_up=maybe"],
+            "expected true or false",
+        ),
+        (
+            [
+                "simulate",
+                "seed-consumer",
+                "--policy",
+                "proposed",
+                "--set",
+                "bootstrap=localhost:70000",
+            ],
+            "outside 1..65535",
+        ),
+        (
+            ["simulate", "seed-consumer", "--policy", "proposed", "--set", "bootstrap=::1"],
+            "needs brackets",
+        ),
+    ],
+)
+def test_bad_input_is_named(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and err.startswith("connmgr: error:")
+
+
+def test_ipv6_and_default_port_bootstrap_work(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        "seed-consumer",
+        "--policy",
+        "proposed",
+        "--set",
+        "bootstrap=[::1],localhost:9092",
+        "--json",
+    )
+    assert code == 0
+    first = json.loads(out)["timeline"][0]
+    assert (first["host"], first["port"], first["node"]) in {
+        ("::1", 9092, -1),
+        ("localhost", 9092, -2),
+    }
