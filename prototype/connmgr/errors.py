@@ -30,3 +30,7 @@ class PolicyMisuse(ConnMgrError):
 
 class UnknownName(ConnMgrError, LookupError):
     """A scenario, policy or parameter name is not known; the message lists the known ones."""
+
+
+class ClientMisuse(ConnMgrError, RuntimeError):
+    """A client was used out of order (started twice, used after stop)."""

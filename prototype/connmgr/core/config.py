@@ -37,6 +37,10 @@ class PolicyConfig:
     bootstrap_offset: int | None = None
     """Java clients start their least-loaded scan at a random offset; None draws it from the
     policy's random source, an int pins it (to replay a recorded log)."""
+    replay_choices: tuple[int, ...] = ()
+    """Broker ids a recorded run chose at random for any-node requests, in order; a model
+    replays them instead of drawing (observing a real client's choices rather than loosening
+    a comparison). Empty: draw from the policy's random source."""
     # Proposed policy only:
     warm_up: bool = False
     """Open the bootstrap connection when the client starts instead of on first need."""
@@ -98,6 +102,11 @@ def coerce_option(name: str, current: object, text: str) -> object:
     lowered = text.strip().lower()
     if name == "bootstrap":
         return parse_bootstrap(text)
+    if name == "replay_choices":
+        try:
+            return tuple(int(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise ConfigError(f"replay_choices={text!r}: expected broker ids like 3,1,2") from None
     if name == "client":
         try:
             return ClientKind(lowered)

@@ -26,8 +26,25 @@ class Api(enum.Enum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+    OTHER = -1
+    """Any other request, or a readiness probe that only needs the connection."""
+
+    @classmethod
+    def from_key(cls, api_key: int) -> Api:
+        try:
+            return cls(api_key)
+        except ValueError:
+            return cls.OTHER
 
 
 @dataclass(frozen=True, slots=True)

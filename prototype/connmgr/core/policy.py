@@ -477,7 +477,9 @@ class Policy(ABC):
             # driver raced us. The request is done; drop the pending copy.
             self._pending = [r for r in self._pending if r.request_id != request_id]
             return
-        conn.in_flight.pop(request_id, None)
+        if conn.in_flight.pop(request_id, None) is None:
+            # Withdrawn before it was sent (the driver gave up waiting): unqueue it.
+            conn.waiting = [r for r in conn.waiting if r.request_id != request_id]
         conn.last_used_ms = self._now
         if conn.state is ConnState.DRAINING and not conn.in_flight:
             self.close(conn, conn.drain_reason)

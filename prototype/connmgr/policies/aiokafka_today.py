@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
+from connmgr.core.config import PolicyConfig
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import (
     Connection,
     Policy,
+    RandomSource,
     Request,
     ToAnyNode,
     ToBootstrap,
@@ -34,6 +36,10 @@ class AiokafkaTodayPolicy(Policy):
     summary: ClassVar[str] = "aiokafka 0.14: bootstrap then close, random node for metadata"
     library: ClassVar[str] = "aiokafka"
 
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(config, rng)
+        self._replayed = 0
+
     def place(self, request: Request) -> Connection | None:
         target = request.target
         md = self.metadata
@@ -44,8 +50,7 @@ class AiokafkaTodayPolicy(Policy):
         if isinstance(target, ToAnyNode):
             if not md.brokers:
                 return self._bootstrap_connection()
-            broker = md.brokers[self.rng.randrange(len(md.brokers))]
-            broker_id, purpose = broker.broker_id, Purpose.DATA
+            broker_id, purpose = self._random_broker(md), Purpose.DATA
         elif isinstance(target, ToBroker):
             broker_id, purpose = target.broker_id, Purpose.DATA
         else:
@@ -58,6 +63,15 @@ class AiokafkaTodayPolicy(Policy):
         if endpoint is None:
             return None
         return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+
+    def _random_broker(self, md: ClusterMetadata) -> int:
+        """aiokafka's ``random.choice`` over known brokers, or the next replayed choice."""
+        while self._replayed < len(self.config.replay_choices):
+            choice = self.config.replay_choices[self._replayed]
+            self._replayed += 1
+            if choice in md.by_id:
+                return choice
+        return md.brokers[self.rng.randrange(len(md.brokers))].broker_id
 
     def _bootstrap_connection(self) -> Connection | None:
         """The live bootstrap connection, else a dial to the first server not backing off."""

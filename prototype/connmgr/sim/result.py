@@ -141,6 +141,24 @@ class RunResult:
             if e.kind == "connect"
         ]
 
+    def role_sequence(self) -> list[tuple[int | None, Role]]:
+        """(broker id, role) of every dial, in order, as a real client's ledger records it."""
+        return [(e.key.broker_id, e.key.role) for e in self.timeline if e.kind == "connect"]
+
+    def dial_batches(self) -> list[list[tuple[int | None, Role]]]:
+        """(broker, role) of every dial, grouped by the instant it started: a client that
+        dials several brokers at one instant (a fetch round) gives them no defined order."""
+        batches: list[list[tuple[int | None, Role]]] = []
+        last: float | None = None
+        for e in self.timeline:
+            if e.kind != "connect":
+                continue
+            if e.t_ms != last:
+                batches.append([])
+                last = e.t_ms
+            batches[-1].append((e.key.broker_id, e.key.role))
+        return batches
+
     def summary(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario,

@@ -9,9 +9,10 @@ from connmgr.core.config import PolicyConfig
 from connmgr.core.policy import Policy
 from connmgr.errors import UnknownName
 from connmgr.policies import make_policy
+from connmgr.seeding import derive_rng
 from connmgr.sim.result import RunResult
 from connmgr.sim.scenarios import ScenarioSpec, get_scenario, policy_config
-from connmgr.sim.simulator import Simulator, derive_rng
+from connmgr.sim.simulator import Simulator
 
 POLICY_OPTIONS = frozenset(
     f.name for f in dataclasses.fields(PolicyConfig) if f.name not in ("extra", "client")
@@ -57,6 +58,19 @@ def simulate(
     """Run ``policy`` (a registered name, or a Policy class such as a test's deliberately
     broken variant) through ``scenario`` with ``settings`` (``--set`` strings)."""
     spec, policy_settings, seed = prepare(scenario, settings)
+    result = run_spec(spec, policy, policy_settings, seed)
+    result.scenario = scenario
+    result.settings = dict(settings or {})
+    return result
+
+
+def run_spec(
+    spec: ScenarioSpec,
+    policy: str | type[Policy],
+    policy_settings: Mapping[str, str],
+    seed: int,
+) -> RunResult:
+    """Run ``policy`` through an already built scenario ``spec``."""
     config = policy_config(spec, policy_settings)
     rng = derive_rng(seed, "policy")
     instance = make_policy(policy, config, rng) if isinstance(policy, str) else policy(config, rng)
@@ -69,7 +83,5 @@ def simulate(
         changes=spec.changes,
     )
     result = sim.run()
-    result.scenario = scenario
     result.seed = seed
-    result.settings = dict(settings or {})
     return result

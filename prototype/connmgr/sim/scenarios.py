@@ -6,6 +6,7 @@ parameters are policy options (see :class:`~connmgr.core.config.PolicyConfig`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -308,6 +309,45 @@ _register(
         lambda p: _big(p, ClientKind.PRODUCER),
     )
 )
+
+
+class UnsupportedScenario(ConfigError):
+    """The scenario cannot be mapped onto the requested cluster."""
+
+
+def on_cluster(
+    spec: ScenarioSpec, endpoints: Mapping[int, Endpoint], *, seed: int = 0
+) -> tuple[ScenarioSpec, dict[int, int]]:
+    """``spec`` moved onto a concrete cluster (the embedded one): the i-th broker of ``spec``
+    by id becomes the i-th id of ``endpoints`` at its endpoint. Returns the new spec and the
+    id mapping. Scenarios with scheduled cluster changes or shared endpoints cannot move."""
+    if spec.changes:
+        raise UnsupportedScenario("scenarios with scheduled cluster changes cannot be relabelled")
+    old_ids = sorted(spec.cluster.brokers)
+    new_ids = sorted(endpoints)
+    if len(old_ids) != len(new_ids):
+        raise UnsupportedScenario(
+            f"the scenario has {len(old_ids)} brokers, the cluster {len(new_ids)}"
+        )
+    idmap = dict(zip(old_ids, new_ids, strict=True))
+    old = spec.cluster
+    cluster = build_cluster(
+        {idmap[i]: endpoints[idmap[i]] for i in old_ids},
+        {t: [idmap[b] for b in leaders] for t, leaders in old.topics.items()},
+        {g: idmap[b] for g, b in old.coordinators.items()},
+        rtt_ms=old.brokers[old_ids[0]].rtt_ms,
+        broker_idle_ms=old.broker_idle_ms,
+        seed=seed,
+    )
+    bootstrap = []
+    for endpoint in spec.bootstrap:
+        ids = [i for i, b in old.brokers.items() if b.endpoint == endpoint]
+        if len(ids) != 1:
+            raise UnsupportedScenario(
+                f"bootstrap server {endpoint} is not the address of exactly one broker"
+            )
+        bootstrap.append(endpoints[idmap[ids[0]]])
+    return dataclasses.replace(spec, cluster=cluster, bootstrap=tuple(bootstrap)), idmap
 
 
 def get_scenario(name: str) -> Scenario:

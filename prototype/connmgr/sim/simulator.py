@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -342,8 +341,3 @@ class Simulator:
             leaked=len(leaked),
             wall_s=time.perf_counter() - started,
         )
-
-
-def derive_rng(seed: int, stream: str) -> random.Random:
-    """An independent, reproducible random stream per consumer of randomness."""
-    return random.Random(f"{seed}:{stream}")

@@ -1,0 +1,289 @@
+"""``PolicyClient``: aiokafka's ``AIOKafkaClient`` with every connection decision delegated to
+a connection policy of the core (the proposed one by default), through a PolicyDriver.
+
+Which seams are overridden, and why these:
+
+* ``bootstrap()`` — aiokafka dials the bootstrap servers itself; here the policy does
+  (``BootstrapRequested``). Without ``warm_up`` nothing is dialled: the first metadata
+  request, made when the application first sends or subscribes, bootstraps.
+* ``_metadata_update()``, ``coordinator_lookup()`` — aiokafka picks a *random* broker for
+  Metadata and FindCoordinator; here they are any-node requests the policy places.
+* ``send()``, ``ready()``, ``_get_conn()`` — every other request and readiness probe becomes a
+  broker or coordinator request for the policy; aiokafka's own ``_conns`` table stays empty.
+* ``get_random_node()`` — still answers callers that need *a* node id (InitProducerId); the
+  request itself is then routed as an any-node request whatever id they pass.
+* ``close()`` — the policy's ``ClientClosed`` closes everything it opened.
+
+aiokafka's own idle timer is disabled on our connections (``max_idle_ms=None``): idle expiry
+and prompt close are the policy's. Nothing else of aiokafka changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import aiokafka.errors as kafka_errors
+from aiokafka.client import AIOKafkaClient, ConnectionGroup
+from aiokafka.cluster import ClusterMetadata as AioClusterMetadata
+from aiokafka.conn import create_conn
+from aiokafka.protocol.coordination import FindCoordinatorRequest
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from aiokafka.util import create_task
+
+from connmgr.aio.driver import Lease, NoConnection, PolicyDriver
+from connmgr.aio.options import PolicyOptions
+from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.endpoint import Endpoint, parse_bootstrap
+from connmgr.core.events import (
+    AnyNodeRequestNeeded,
+    Api,
+    BrokerRequestNeeded,
+    CoordinatorRequestNeeded,
+)
+from connmgr.core.identity import ConnectionKey
+from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
+from connmgr.ledger import ConnectionLedger
+from connmgr.policies import make_policy
+from connmgr.seeding import derive_rng
+
+ANY_NODE_APIS = frozenset({Api.METADATA, Api.FIND_COORDINATOR, Api.API_VERSIONS})
+DIAL_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncio.TimeoutError,
+    kafka_errors.KafkaError,
+)
+
+
+def to_cluster_metadata(response: Any, cluster: AioClusterMetadata) -> ClusterMetadata:
+    """Our metadata value from an aiokafka metadata response already applied to ``cluster``."""
+    brokers = sorted(
+        BrokerInfo(b.nodeId, Endpoint(b.host, b.port), b.rack) for b in cluster.brokers()
+    )
+    leaders: dict[TopicPartition, int] = {}
+    for topic in cluster.topics(exclude_internal_topics=False):
+        for partition in sorted(cluster.partitions_for_topic(topic) or ()):
+            leader = cluster.leader_for_partition(AioTopicPartition(topic, partition))
+            if leader is not None and leader >= 0:
+                leaders[TopicPartition(topic, partition)] = leader
+    return ClusterMetadata.build(getattr(response, "cluster_id", None), brokers, leaders)
+
+
+class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
+    """An ``AIOKafkaClient`` whose connections are managed by a policy. Build it with
+    :meth:`upgrade` from a client aiokafka constructed, so no constructor code is copied."""
+
+    policy_options: PolicyOptions
+    client_kind: ClientKind
+    ledger: ConnectionLedger
+    _driver: PolicyDriver | None
+
+    @classmethod
+    def upgrade(
+        cls, client: AIOKafkaClient, options: PolicyOptions, kind: ClientKind
+    ) -> PolicyClient:
+        """Turn the stock ``client`` (already referenced by its producer's sender or its
+        consumer's fetcher and coordinator) into a PolicyClient in place."""
+        if type(client) is not AIOKafkaClient:
+            raise TypeError(f"expected a stock AIOKafkaClient, got {type(client).__name__}")
+        client.__class__ = cls
+        assert isinstance(client, PolicyClient)
+        client._init_policy(options, kind)
+        return client
+
+    def _init_policy(self, options: PolicyOptions, kind: ClientKind) -> None:
+        self.policy_options = options
+        self.client_kind = kind
+        self.ledger = ConnectionLedger()
+        self._driver = None
+        idle = self._connections_max_idle_ms
+        self.policy_config = PolicyConfig(
+            bootstrap=parse_bootstrap(self._bootstrap_servers),
+            client=kind,
+            connections_max_idle_ms=-1 if idle is None else int(idle),
+            reconnect_backoff_ms=max(1, int(self._retry_backoff * 1000)),
+            warm_up=options.warm_up,
+            share_coordinator=options.share_coordinator,
+            linger_ms=options.linger_ms,
+            max_connections=options.max_connections,
+            expected_cluster_id=options.expected_cluster_id,
+            bootstrap_offset=options.bootstrap_offset,
+        )
+        rng = derive_rng(options.seed, "policy") if options.seed is not None else random.Random()
+        self.policy = make_policy(options.policy, self.policy_config, rng)
+
+    @property
+    def bootstrap_text(self) -> str:
+        return ",".join(str(e) for e in self.policy_config.bootstrap)
+
+    # --- the driver ----------------------------------------------------------------------
+
+    @property
+    def driver(self) -> PolicyDriver:
+        if self._driver is None:
+            self._driver = PolicyDriver(
+                self.policy,
+                self._dial,
+                ledger=self.ledger,
+                dial_errors=DIAL_ERRORS,
+                on_lost=lambda why: self.force_metadata_update(),
+            )
+        return self._driver
+
+    async def _dial(self, key: ConnectionKey, on_close: Any) -> Any:
+        return await create_conn(
+            key.endpoint.host,
+            key.endpoint.port,
+            client_id=self._client_id,
+            request_timeout_ms=self._request_timeout_ms,
+            ssl_context=self._ssl_context,
+            security_protocol=self._security_protocol,
+            on_close=on_close,
+            max_idle_ms=None,  # idle expiry is the policy's
+            sasl_mechanism=self._sasl_mechanism,
+            sasl_plain_username=self._sasl_plain_username,
+            sasl_plain_password=self._sasl_plain_password,
+            sasl_kerberos_service_name=self._sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=self._sasl_kerberos_domain_name,
+            sasl_oauth_token_provider=self._sasl_oauth_token_provider,
+        )
+
+    @property
+    def _timeout_s(self) -> float:
+        return float(self._request_timeout_ms) / 1000.0
+
+    async def _acquire(self, make_event: Any) -> Lease:
+        try:
+            return await self.driver.acquire(make_event, self._timeout_s)
+        except NoConnection as exc:
+            raise kafka_errors.KafkaConnectionError(str(exc)) from exc
+
+    # --- bootstrap and metadata ----------------------------------------------------------
+
+    async def bootstrap(self) -> None:
+        """With ``warm_up``, fetch metadata now (failing if no bootstrap server answers within
+        ``request_timeout_ms``); without, only start the metadata synchronizer: the first
+        metadata request, when the application needs one, dials."""
+        if self.policy_options.warm_up and not await self._metadata_update(self.cluster, []):
+            raise kafka_errors.KafkaConnectionError(
+                f"Unable to bootstrap from {self.bootstrap_text}: no server answered "
+                f"within request_timeout_ms={self._request_timeout_ms}"
+            )
+        if getattr(self, "_sync_task", None) is None:
+            self._sync_task = create_task(self._md_synchronizer())
+
+    async def _metadata_update(self, cluster_metadata: AioClusterMetadata, topics: Any) -> bool:
+        request = MetadataRequest(list(topics) if topics else None)
+        if self.policy.metadata is None:
+            request = MetadataRequest([])  # as aiokafka's bootstrap: brokers only
+        try:
+            lease = await self._acquire(lambda rid: AnyNodeRequestNeeded(rid, Api.METADATA))
+        except kafka_errors.KafkaConnectionError:
+            cluster_metadata.failed_update(None)
+            return False
+        try:
+            response = await lease.conn.send(request)
+        except (TimeoutError, kafka_errors.KafkaError):
+            self.driver.done(lease)
+            cluster_metadata.failed_update(None)
+            return False
+        if not response.brokers:
+            self.driver.done(lease)
+            return False
+        cluster_metadata.update_metadata(response)
+        self.driver.done(lease, to_cluster_metadata(response, cluster_metadata))
+        return True
+
+    async def coordinator_lookup(self, coordinator_type: Any, coordinator_key: Any) -> int:
+        request = FindCoordinatorRequest(coordinator_key, coordinator_type)
+        response = await self._send_on(
+            lambda rid: AnyNodeRequestNeeded(rid, Api.FIND_COORDINATOR), request
+        )
+        error_type = kafka_errors.for_code(response.error_code)
+        if error_type is not kafka_errors.NoError:
+            raise error_type()
+        coordinator_id: int = response.coordinator_id
+        return coordinator_id
+
+    def get_random_node(self) -> int | None:
+        """A node id for callers that need one (the request is placed by the policy): a
+        broker we hold a connection to, else the lowest known id."""
+        known: set[int] = {b.nodeId for b in self.cluster.brokers()}
+        if not known:
+            return None
+        for view in self.policy.connections():
+            if view.key.broker_id in known:
+                return view.key.broker_id
+        return min(known)
+
+    # --- requests ------------------------------------------------------------------------
+
+    def _event_for(self, node_id: int, api: Api, group: Any) -> Any:
+        if api in ANY_NODE_APIS or (
+            api is Api.INIT_PRODUCER_ID and group is ConnectionGroup.DEFAULT
+        ):
+            return lambda rid: AnyNodeRequestNeeded(rid, api)
+        if group is ConnectionGroup.COORDINATION:
+            return lambda rid: CoordinatorRequestNeeded(rid, api, node_id)
+        return lambda rid: BrokerRequestNeeded(rid, api, node_id)
+
+    async def send(
+        self, node_id: int, request: Any, *, group: Any = ConnectionGroup.DEFAULT
+    ) -> Any:
+        api = Api.from_key(request.API_KEY)
+        self._require_known(node_id, api, group)
+        return await self._send_on(self._event_for(node_id, api, group), request)
+
+    def _require_known(self, node_id: int, api: Api, group: Any) -> None:
+        """As stock aiokafka: a node missing from metadata fails at once and refreshes
+        metadata, so callers retry against fresh metadata instead of waiting."""
+        if api in ANY_NODE_APIS or self.policy.metadata is None:
+            return
+        if self.cluster.broker_metadata(node_id) is None:
+            self.force_metadata_update()
+            raise kafka_errors.NodeNotReadyError(f"broker {node_id} is not in current metadata")
+
+    async def _send_on(self, make_event: Any, request: Any) -> Any:
+        try:
+            lease = await self._acquire(make_event)
+        except kafka_errors.KafkaConnectionError as exc:
+            raise kafka_errors.NodeNotReadyError(str(exc)) from exc
+        expect_response = not (isinstance(request, ProduceRequest) and request.required_acks == 0)
+        try:
+            return await lease.conn.send(request, expect_response=expect_response)
+        except TimeoutError as exc:
+            self.driver.connection_broken(lease)
+            raise kafka_errors.RequestTimedOutError() from exc
+        finally:
+            self.driver.done(lease)
+
+    async def ready(self, node_id: int, *, group: Any = ConnectionGroup.DEFAULT) -> bool:
+        """aiokafka asks this to make sure a node can be reached (it dials if needed)."""
+        try:
+            self._require_known(node_id, Api.OTHER, group)
+            lease = await self._acquire(self._probe_event(node_id, group))
+        except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError):
+            return False
+        self.driver.done(lease)
+        return True
+
+    async def _get_conn(
+        self, node_id: int, *, group: Any = ConnectionGroup.DEFAULT, no_hint: bool = False
+    ) -> Any:
+        try:
+            lease = await self._acquire(self._probe_event(node_id, group))
+        except kafka_errors.KafkaConnectionError:
+            return None
+        self.driver.done(lease)
+        return lease.conn
+
+    def _probe_event(self, node_id: int, group: Any) -> Any:
+        return self._event_for(node_id, Api.OTHER, group)
+
+    async def close(self) -> None:
+        await super().close()  # stops the metadata synchronizer; aiokafka's _conns is empty
+        if self._driver is not None:
+            await self._driver.aclose()

@@ -1,0 +1,151 @@
+"""Drop-in ``AIOKafkaProducer`` and ``AIOKafkaConsumer`` with the proposed connection policy.
+
+Same constructor arguments as aiokafka's classes, plus the policy options (``warm_up``,
+``share_coordinator``, ``linger_ms``, ``max_connections``, ``expected_cluster_id``,
+``policy_seed``). aiokafka builds its client as usual; the constructor then upgrades that very
+client object to a :class:`~connmgr.aio.client.PolicyClient`, so the sender, fetcher and group
+coordinator aiokafka wired to it use the policy without any aiokafka code being copied.
+
+Misuse raises :class:`~connmgr.errors.ClientMisuse` with what to do: starting twice,
+sending or polling after ``stop()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiokafka.errors as kafka_errors
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from connmgr.aio.client import PolicyClient
+from connmgr.aio.options import PolicyOptions
+from connmgr.core.config import ClientKind
+from connmgr.errors import ClientMisuse
+from connmgr.ledger import ConnectionLedger
+
+_OPTION_NAMES = (
+    "warm_up",
+    "share_coordinator",
+    "linger_ms",
+    "max_connections",
+    "expected_cluster_id",
+    "bootstrap_offset",
+)
+
+
+def _pop_options(kwargs: dict[str, Any]) -> PolicyOptions:
+    chosen = {name: kwargs.pop(name) for name in _OPTION_NAMES if name in kwargs}
+    if "policy_seed" in kwargs:
+        chosen["seed"] = kwargs.pop("policy_seed")
+    if "connection_policy" in kwargs:
+        chosen["policy"] = kwargs.pop("connection_policy")
+    return PolicyOptions(**chosen)
+
+
+class _Lifecycle:
+    """Start/stop bookkeeping shared by both classes (aiokafka's own checks are asserts)."""
+
+    _connmgr_state = "new"
+
+    def _starting(self) -> None:
+        if self._connmgr_state != "new":
+            raise ClientMisuse(
+                f"{type(self).__name__}.start() called twice (state: {self._connmgr_state}); "
+                "create a new client to start again"
+            )
+        self._connmgr_state = "starting"
+
+    def _require_running(self, what: str) -> None:
+        if self._connmgr_state == "stopped":
+            raise ClientMisuse(f"{what} after stop(): create and start a new client")
+        if self._connmgr_state == "new":
+            raise ClientMisuse(f"{what} before start(): await start() first")
+
+
+class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
+    """``AIOKafkaProducer`` whose connections the proposed policy manages."""
+
+    client: PolicyClient
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        options = _pop_options(kwargs)
+        super().__init__(*args, **kwargs)
+        PolicyClient.upgrade(self.client, options, ClientKind.PRODUCER)
+
+    @property
+    def ledger(self) -> ConnectionLedger:
+        return self.client.ledger
+
+    async def start(self) -> None:
+        self._starting()
+        try:
+            await super().start()
+        except BaseException:
+            self._connmgr_state = "failed"
+            await self.stop()
+            raise
+        self._connmgr_state = "running"
+
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        self._require_running("send()")
+        try:
+            return await super().send(*args, **kwargs)
+        except kafka_errors.KafkaTimeoutError as exc:
+            raise self._unreachable() or exc from exc
+        except kafka_errors.UnknownTopicOrPartitionError as exc:
+            # aiokafka reports metadata that never came as an unknown topic; with deferred
+            # bootstrap that usually means no bootstrap server answered.
+            raise self._unreachable() or exc from exc
+
+    def _unreachable(self) -> kafka_errors.KafkaConnectionError | None:
+        if self.client.policy.metadata is not None:
+            return None
+        return kafka_errors.KafkaConnectionError(
+            f"Unable to bootstrap from {self.client.bootstrap_text}: no server answered "
+            f"within request_timeout_ms={self.client._request_timeout_ms}"
+        )
+
+    async def stop(self) -> None:
+        self._connmgr_state = "stopped"
+        await super().stop()
+
+
+class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
+    """``AIOKafkaConsumer`` whose connections the proposed policy manages."""
+
+    _client: PolicyClient
+
+    def __init__(self, *topics: str, **kwargs: Any) -> None:
+        options = _pop_options(kwargs)
+        super().__init__(*topics, **kwargs)
+        PolicyClient.upgrade(self._client, options, ClientKind.CONSUMER)
+
+    @property
+    def ledger(self) -> ConnectionLedger:
+        return self._client.ledger
+
+    @property
+    def client(self) -> PolicyClient:
+        return self._client
+
+    async def start(self) -> None:
+        self._starting()
+        try:
+            await super().start()
+        except BaseException:
+            self._connmgr_state = "failed"
+            await self.stop()
+            raise
+        self._connmgr_state = "running"
+
+    async def getone(self, *partitions: Any) -> Any:
+        self._require_running("getone()")
+        return await super().getone(*partitions)
+
+    async def getmany(self, *partitions: Any, **kwargs: Any) -> Any:
+        self._require_running("getmany()")
+        return await super().getmany(*partitions, **kwargs)
+
+    async def stop(self) -> None:
+        self._connmgr_state = "stopped"
+        await super().stop()

@@ -1,0 +1,75 @@
+"""Model matches reality: the simulator's connection sequence equals the real client's.
+
+For stock aiokafka, the random brokers it picked (for metadata and FindCoordinator) are
+observed in the real run and replayed by the ``aiokafka-today`` model: the comparison is
+exact, not loosened. The proposed client and its simulation draw from the same seeded stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import pytest
+from connmgr.core.identity import Role
+from connmgr.realrun import RealRun, run_real, sequence_differences
+
+pytestmark = pytest.mark.embedded
+SCENARIOS = ["seed-consumer", "seed-producer", "big-producer", "big-consumer"]
+SETTINGS = {"records": "60", "settle_ms": "3500"}
+
+
+@functools.cache
+def real(scenario: str, client: str) -> RealRun:
+    return asyncio.run(run_real(scenario, client, SETTINGS))
+
+
+def replayed(run: RealRun) -> str:
+    """The any-node choices stock aiokafka made, in order, as a replay_choices value."""
+    picks = [node for purpose, node in run.choices if purpose in ("metadata", "find_coordinator")]
+    return ",".join(str(n) for n in picks)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_stock_aiokafka_matches_the_aiokafka_today_model(scenario: str) -> None:
+    run = real(scenario, "aiokafka")
+    model = run.simulate("aiokafka-today", {"replay_choices": replayed(run)})
+    print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
+    assert sequence_differences(run.ledger.sequence(), model) == []
+    assert run.ledger.open_now() == []  # the run stopped the client: nothing is left open
+    assert run.steady_summary["steady"] == model.steady
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_proposed_client_matches_the_proposed_model(scenario: str) -> None:
+    run = real(scenario, "proposed")
+    model = run.simulate("proposed")
+    print(scenario, "real", run.ledger.sequence())
+    assert sequence_differences(run.ledger.sequence(), model) == []
+    assert run.steady_summary["steady"] == model.steady
+
+
+def test_the_comparison_is_exact_across_batches() -> None:
+    model = real("seed-consumer", "proposed").simulate("proposed")
+    batches = model.dial_batches()
+    flat = [d for batch in batches for d in batch]
+    assert sequence_differences(flat, model) == []
+    assert sequence_differences(list(reversed(flat)), model)  # batch order is enforced
+    assert sequence_differences(flat[:-1], model)  # a missing dial is caught
+    assert sequence_differences([*flat, (1, Role.DATA)], model)  # an extra one too
+    assert sequence_differences([(d[0], Role.COORDINATION) for d in flat], model)
+
+
+def test_headline_figures() -> None:
+    consumer = real("seed-consumer", "proposed")
+    assert consumer.steady_summary["opened"] == 4 and consumer.steady_summary["steady"] == 4
+    assert consumer.steady_summary["by_role"]["data"]["handshakes_avoided"] == 1
+    producer = real("big-producer", "proposed")
+    assert producer.steady_summary["opened"] <= 4
+    assert producer.steady_summary["steady"] == 3
+    leaders = set(producer.spec.cluster.topics["events"])
+    assert {
+        int(b) for b, c in producer.steady_summary["by_broker"].items() if c["open_at_end"]
+    } == leaders
+    for run in (consumer, producer, real("seed-consumer", "aiokafka")):
+        assert run.records_acked == run.records_sent or run.records_consumed == 60
