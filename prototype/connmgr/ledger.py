@@ -74,8 +74,13 @@ class ConnectionLedger:
         return sorted(self._open.values(), key=lambda e: e.conn_id)
 
     def sequence(self) -> list[tuple[int | None, Role]]:
-        """(broker, role) of every dial, in order: the comparison with the simulator."""
+        """(broker, role) of every dial, in order."""
         return [(e.broker, e.role) for e in self.entries if e.kind == "open"]
+
+    def dials(self) -> list[tuple[int | None, Role, str]]:
+        """(broker, role, host:port dialled) of every dial, in order: what is compared with
+        the simulator (the endpoint tells bootstrap dials apart)."""
+        return [(e.broker, e.role, f"{e.host}:{e.port}") for e in self.entries if e.kind == "open"]
 
     @property
     def opened_count(self) -> int:

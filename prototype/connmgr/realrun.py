@@ -98,12 +98,16 @@ class RealRun:
         return run_spec(relabelled, policy, settings, self.seed)
 
 
-def sequence_differences(real: Sequence[tuple[int | None, Role]], model: RunResult) -> list[str]:
+Dial = tuple[int | None, Role, str]
+"""(broker, role, host:port) of one dial."""
+
+
+def sequence_differences(real: Sequence[Dial], model: RunResult) -> list[str]:
     """Where a real client's dial sequence departs from the model's, or [] if it matches.
 
     Batch by batch (see :meth:`RunResult.dial_batches`): the real dials must come in the
     model's batches, in the model's batch order, each batch with exactly the model's
-    (broker, role) multiset; only the order inside one batch is free.
+    (broker, role, host:port) multiset; only the order inside one batch is free.
     """
     problems: list[str] = []
     position = 0
@@ -123,8 +127,8 @@ def sequence_differences(real: Sequence[tuple[int | None, Role]], model: RunResu
     return problems
 
 
-def _show(dials: Sequence[tuple[int | None, Role]]) -> str:
-    return "[" + ", ".join(f"{b}/{r.value}" for b, r in dials) + "]"
+def _show(dials: Sequence[Dial]) -> str:
+    return "[" + ", ".join(f"{b}/{r.value}@{ep}" for b, r, ep in dials) + "]"
 
 
 def _split(scenario: str, settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:

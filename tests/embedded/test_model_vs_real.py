@@ -33,9 +33,12 @@ def replayed(run: RealRun) -> str:
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_stock_aiokafka_matches_the_aiokafka_today_model(scenario: str) -> None:
     run = real(scenario, "aiokafka")
-    model = run.simulate("aiokafka-today", {"replay_choices": replayed(run)})
+    boot = [index for purpose, index in run.choices if purpose == "bootstrap"]
+    model = run.simulate(
+        "aiokafka-today", {"replay_choices": replayed(run), "bootstrap_offset": str(boot[0])}
+    )
     print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
-    assert sequence_differences(run.ledger.sequence(), model) == []
+    assert sequence_differences(run.ledger.dials(), model) == []
     assert run.ledger.open_now() == []  # the run stopped the client: nothing is left open
     assert run.steady_summary["steady"] == model.steady
 
@@ -45,7 +48,7 @@ def test_proposed_client_matches_the_proposed_model(scenario: str) -> None:
     run = real(scenario, "proposed")
     model = run.simulate("proposed")
     print(scenario, "real", run.ledger.sequence())
-    assert sequence_differences(run.ledger.sequence(), model) == []
+    assert sequence_differences(run.ledger.dials(), model) == []
     assert run.steady_summary["steady"] == model.steady
 
 
@@ -56,8 +59,9 @@ def test_the_comparison_is_exact_across_batches() -> None:
     assert sequence_differences(flat, model) == []
     assert sequence_differences(list(reversed(flat)), model)  # batch order is enforced
     assert sequence_differences(flat[:-1], model)  # a missing dial is caught
-    assert sequence_differences([*flat, (1, Role.DATA)], model)  # an extra one too
-    assert sequence_differences([(d[0], Role.COORDINATION) for d in flat], model)
+    assert sequence_differences([*flat, (1, Role.DATA, "x:1")], model)  # an extra one too
+    assert sequence_differences([(d[0], Role.COORDINATION, d[2]) for d in flat], model)
+    assert sequence_differences([(d[0], d[1], "127.0.0.1:1") for d in flat], model)
 
 
 def test_headline_figures() -> None:

@@ -9,8 +9,11 @@ point) of its own. The recording is a few list appends per connection or choice.
 
 Where aiokafka 0.14 connects (``aiokafka/client.py``), and what this module hooks:
 
-* :meth:`AIOKafkaClient.bootstrap` dials each bootstrap host in order with the module-level
-  ``create_conn``, sends Metadata, and closes that connection (role ``BOOTSTRAP``);
+* :meth:`AIOKafkaClient.bootstrap` dials the bootstrap hosts one after the other until one
+  answers, with the module-level ``create_conn``, sends Metadata, and closes that connection
+  (role ``BOOTSTRAP``). Note the order is *not* the configured one: ``self.hosts`` is
+  ``collect_hosts(bootstrap_servers)``, which ``random.shuffle`` s by default -- a fourth
+  random choice, recorded from the dial (as the entry's index in ``bootstrap_servers``);
 * :meth:`AIOKafkaClient._get_conn` dials broker ``node_id`` for connection group ``DEFAULT``
   (role ``DATA``) or ``COORDINATION`` (role ``COORDINATION``);
 * the choices: :meth:`~AIOKafkaClient.get_random_node` (``random.choice``; used by
@@ -80,7 +83,10 @@ __all__ = [
 Choice = tuple[str, int]
 """(purpose, node id) of one random choice aiokafka made, in the order it made them.
 
-Purposes: ``metadata`` (the first node a ``_metadata_update`` sent its request to, i.e. the
+Purposes: ``bootstrap`` (the first entry a ``bootstrap()`` call dialled, as its 0-based
+index in ``bootstrap_servers``, or -1 if it cannot be matched; aiokafka shuffles that list),
+``bootstrap_retry`` (a further entry the same call moved on to after a failure), ``metadata``
+(the first node a ``_metadata_update`` sent its request to, i.e. the
 first reachable one of its shuffled list), ``metadata_retry`` (a further node the same update
 moved on to after a failure), ``find_coordinator`` (``get_random_node`` inside
 ``coordinator_lookup``), ``init_producer_id`` (``get_random_node`` from the sender's
@@ -298,7 +304,8 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
         try:
             conn = await original(host, port, **kwargs)
         except BaseException as exc:  # cancellation included: the dial did not complete
-            self.ledger.failed(self.now_ms(), conn_id, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.ledger.failed(self.now_ms(), conn_id, reason)
             raise
         self.ledger.established(self.now_ms(), conn_id)
         finalizer = weakref.finalize(conn, self._record_close, conn_id, _COLLECTED)

@@ -1,8 +1,11 @@
 """``aiokafka-today``: aiokafka 0.14's ``AIOKafkaClient`` (B3 in baseline-behaviour).
 
-* ``start()`` dials the bootstrap servers one at a time, in order, until one answers
-  Metadata, then **closes** that connection (keeping it only if the metadata listed no
-  brokers).
+* ``start()`` dials the bootstrap servers one at a time until one answers Metadata, then
+  **closes** that connection (keeping it only if the metadata listed no brokers). The order is
+  a random shuffle of the list (``collect_hosts(..., randomize=True)``), not the given order
+  as shared/baseline-behaviour.md B3 says; measured on the embedded cluster
+  (tests/embedded/test_observe.py). ``bootstrap_offset`` pins the entry tried first, to
+  replay a recorded run.
 * Connections are keyed by ``(node_id, group)``: group DEFAULT for data, COORDINATION for the
   group coordinator; found by node id alone, whatever the endpoint.
 * Periodic metadata and FindCoordinator go to a **random** known broker, dialled if needed;
@@ -39,6 +42,13 @@ class AiokafkaTodayPolicy(Policy):
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
         self._replayed = 0
+        order = list(range(len(config.bootstrap)))
+        if config.bootstrap_offset is None:
+            rng.shuffle(order)
+        else:
+            order.remove(config.bootstrap_offset)
+            order.insert(0, config.bootstrap_offset)
+        self._bootstrap_order = order
 
     def place(self, request: Request) -> Connection | None:
         target = request.target
@@ -74,11 +84,13 @@ class AiokafkaTodayPolicy(Policy):
         return md.brokers[self.rng.randrange(len(md.brokers))].broker_id
 
     def _bootstrap_connection(self) -> Connection | None:
-        """The live bootstrap connection, else a dial to the first server not backing off."""
+        """The live bootstrap connection, else a dial to the next server (in the shuffled
+        order) not backing off."""
         for conn in self.records():
             if conn.role is Role.BOOTSTRAP:
                 return conn
-        for index, endpoint in enumerate(self.config.bootstrap):
+        for index in self._bootstrap_order:
+            endpoint = self.config.bootstrap[index]
             key = ConnectionKey(endpoint, BootstrapNode(index), Purpose.DATA)
             if not self.in_backoff(key):
                 return self.get_or_dial(key)

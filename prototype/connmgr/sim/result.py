@@ -145,10 +145,11 @@ class RunResult:
         """(broker id, role) of every dial, in order, as a real client's ledger records it."""
         return [(e.key.broker_id, e.key.role) for e in self.timeline if e.kind == "connect"]
 
-    def dial_batches(self) -> list[list[tuple[int | None, Role]]]:
-        """(broker, role) of every dial, grouped by the instant it started: a client that
-        dials several brokers at one instant (a fetch round) gives them no defined order."""
-        batches: list[list[tuple[int | None, Role]]] = []
+    def dial_batches(self) -> list[list[tuple[int | None, Role, str]]]:
+        """(broker, role, host:port) of every dial, grouped by the instant it started: a
+        client that dials several brokers at one instant (a fetch round) gives them no
+        defined order."""
+        batches: list[list[tuple[int | None, Role, str]]] = []
         last: float | None = None
         for e in self.timeline:
             if e.kind != "connect":
@@ -156,7 +157,7 @@ class RunResult:
             if e.t_ms != last:
                 batches.append([])
                 last = e.t_ms
-            batches[-1].append((e.key.broker_id, e.key.role))
+            batches[-1].append((e.key.broker_id, e.key.role, str(e.key.endpoint)))
         return batches
 
     def summary(self) -> dict[str, Any]:
