@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from connmgr.aio.dropin import ProposedConsumer, ProposedProducer
+from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.config import ClientKind
@@ -29,21 +29,13 @@ from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.ledger import ConnectionLedger
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import prepare, run_spec
-from connmgr.sim.scenarios import ScenarioSpec, on_cluster
+from connmgr.sim.scenarios import ScenarioSpec, on_cluster, policy_config
 
 CLIENTS = ("aiokafka", "proposed")
 RUN_OPTIONS: dict[str, int] = {"records": 300, "settle_ms": 4_000, "idempotent": 0}
 """Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
 workload before measuring the steady state, and whether the producer is idempotent."""
 STOCK_OPTIONS = frozenset({"connections_max_idle_ms", "bootstrap_offset"})
-PROPOSED_OPTIONS = (
-    "warm_up",
-    "share_coordinator",
-    "linger_ms",
-    "max_connections",
-    "expected_cluster_id",
-    "bootstrap_offset",
-)
 
 
 class RealRunError(ConnMgrError):
@@ -161,7 +153,7 @@ async def run_real(
         raise ConfigError(
             f"stock aiokafka takes no policy options ({', '.join(sorted(policy_settings))})"
         )
-    unknown = set(policy_settings) - set(PROPOSED_OPTIONS) - {"connections_max_idle_ms"}
+    unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
     if unknown:
         raise ConfigError(f"options {sorted(unknown)} cannot be set on a real client")
     brokers = len(spec.cluster.brokers)
@@ -185,9 +177,6 @@ async def run_real(
             idmap,
             policy_settings=dict(policy_settings),
         )
-        # The scenario's own policy defaults (a pinned bootstrap offset, idle settings) apply
-        # to the real client exactly as they do in the simulator.
-        policy_settings = {**spec.policy_defaults, **policy_settings}
         bootstrap = ",".join(str(e) for e in real_spec.bootstrap)
         if real_spec.client is ClientKind.CONSUMER:
             await _produce_fixture(bootstrap, real_spec, options["records"])
@@ -205,30 +194,18 @@ async def run_real(
     return run
 
 
-def _client_kwargs(client: str, policy_settings: Mapping[str, str], seed: int) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    idle = policy_settings.get("connections_max_idle_ms")
-    if idle is not None:
-        kwargs["connections_max_idle_ms"] = None if int(idle) == -1 else int(idle)
+def _client_kwargs(
+    client: str, spec: ScenarioSpec, policy_settings: Mapping[str, str], seed: int
+) -> dict[str, Any]:
+    """aiokafka keyword arguments for ``client``: the policy settings converted and checked
+    exactly as the simulator converts them (one parser: PolicyConfig.with_settings)."""
+    config = policy_config(spec, policy_settings)
+    idle = config.connections_max_idle_ms
+    kwargs: dict[str, Any] = {"connections_max_idle_ms": None if idle == -1 else idle}
     if client == "proposed":
         kwargs["policy_seed"] = seed  # the simulator's policy draws from the same stream
-        for name in PROPOSED_OPTIONS:
-            if name in policy_settings:
-                kwargs[name] = _option_value(name, policy_settings[name])
+        kwargs.update({name: getattr(config, name) for name in POLICY_OPTION_NAMES})
     return kwargs
-
-
-def _option_value(name: str, text: str) -> Any:
-    if name in ("warm_up", "share_coordinator"):
-        return text.strip().lower() in ("1", "true", "yes", "on")
-    if name == "expected_cluster_id":
-        return text
-    if text.strip().lower() in ("none", ""):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r}: expected an integer") from None
 
 
 async def _produce_fixture(bootstrap: str, spec: ScenarioSpec, records: int) -> None:
@@ -255,6 +232,15 @@ async def _measure(
         await averify_against_kernel(ledger, cluster.listeners())
 
 
+async def _stop(run: RealRun, client: Any, cluster: MockCluster, verify: bool) -> None:
+    """Stop the client, keep the random choices it was seen to make, and check that the
+    kernel agrees nothing is left open."""
+    await client.stop()
+    run.choices = list(getattr(client, "choices", []))
+    if verify:
+        await averify_against_kernel(client.ledger, cluster.listeners())
+
+
 async def _run_producer(
     run: RealRun,
     cluster: MockCluster,
@@ -263,7 +249,7 @@ async def _run_producer(
     policy_settings: Mapping[str, str],
     verify: bool,
 ) -> None:
-    kwargs = _client_kwargs(run.client, policy_settings, run.seed)
+    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
     kwargs.update(bootstrap_servers=bootstrap, acks="all")
     if options["idempotent"]:
         kwargs["enable_idempotence"] = True
@@ -283,10 +269,7 @@ async def _run_producer(
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
         await _measure(run, producer.ledger, cluster, options["settle_ms"], verify)
     finally:
-        await producer.stop()
-    run.choices = list(getattr(producer, "choices", []))
-    if verify:
-        await averify_against_kernel(producer.ledger, cluster.listeners())
+        await _stop(run, producer, cluster, verify)
     if run.records_acked != run.records_sent:
         raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
 
@@ -299,7 +282,7 @@ async def _run_consumer(
     policy_settings: Mapping[str, str],
     verify: bool,
 ) -> None:
-    kwargs = _client_kwargs(run.client, policy_settings, run.seed)
+    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
     assert run.spec.group is not None
     kwargs.update(
         bootstrap_servers=bootstrap,
@@ -330,10 +313,7 @@ async def _run_consumer(
         await consumer.commit()
         await _measure(run, consumer.ledger, cluster, options["settle_ms"], verify)
     finally:
-        await consumer.stop()
-    run.choices = list(getattr(consumer, "choices", []))
-    if verify:
-        await averify_against_kernel(consumer.ledger, cluster.listeners())
+        await _stop(run, consumer, cluster, verify)
     if len(seen) != wanted or run.duplicates:
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"

@@ -159,17 +159,19 @@ def test_two_hundred_start_stop_cycles_leave_the_fd_count(cluster: MockCluster) 
         await producer.start()
         await producer.stop()
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[int, int, int, int]:
         await cycle()  # warm caches before the baseline
         await asyncio.sleep(0.1)
-        before = len(os.listdir("/proc/self/fd"))
+        fds, tasks = len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())
         for _ in range(200):
             await cycle()
         await asyncio.sleep(0.2)
-        return before, len(os.listdir("/proc/self/fd"))
+        return fds, len(os.listdir("/proc/self/fd")), tasks, len(asyncio.all_tasks())
 
-    before, after = asyncio.run(main())
+    before, after, tasks_before, tasks_after = asyncio.run(main())
+    print(f"fds {before} -> {after}, tasks {tasks_before} -> {tasks_after} over 200 cycles")
     assert after <= before, f"fd count grew from {before} to {after}"
+    assert tasks_after <= tasks_before, f"tasks grew from {tasks_before} to {tasks_after}"
     assert kernel_connections(cluster.listeners().values()).total() == 0
 
 

@@ -23,7 +23,7 @@ from connmgr.core.config import ClientKind
 from connmgr.errors import ClientMisuse
 from connmgr.ledger import ConnectionLedger
 
-_OPTION_NAMES = (
+POLICY_OPTION_NAMES = (
     "warm_up",
     "share_coordinator",
     "linger_ms",
@@ -34,7 +34,7 @@ _OPTION_NAMES = (
 
 
 def _pop_options(kwargs: dict[str, Any]) -> PolicyOptions:
-    chosen = {name: kwargs.pop(name) for name in _OPTION_NAMES if name in kwargs}
+    chosen = {name: kwargs.pop(name) for name in POLICY_OPTION_NAMES if name in kwargs}
     if "policy_seed" in kwargs:
         chosen["seed"] = kwargs.pop("policy_seed")
     if "connection_policy" in kwargs:
@@ -54,6 +54,20 @@ class _Lifecycle:
                 "create a new client to start again"
             )
         self._connmgr_state = "starting"
+
+    async def start(self) -> None:
+        self._starting()
+        try:
+            await super().start()  # type: ignore[misc]
+        except BaseException:
+            self._connmgr_state = "failed"
+            await self.stop()
+            raise
+        self._connmgr_state = "running"
+
+    async def stop(self) -> None:
+        self._connmgr_state = "stopped"
+        await super().stop()  # type: ignore[misc]
 
     def _require_running(self, what: str) -> None:
         if self._connmgr_state == "stopped":
@@ -76,16 +90,6 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
     def ledger(self) -> ConnectionLedger:
         return self.client.ledger
 
-    async def start(self) -> None:
-        self._starting()
-        try:
-            await super().start()
-        except BaseException:
-            self._connmgr_state = "failed"
-            await self.stop()
-            raise
-        self._connmgr_state = "running"
-
     async def send(self, *args: Any, **kwargs: Any) -> Any:
         self._require_running("send()")
         try:
@@ -104,10 +108,6 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
             f"Unable to bootstrap from {self.client.bootstrap_text}: no server answered "
             f"within request_timeout_ms={self.client._request_timeout_ms}"
         )
-
-    async def stop(self) -> None:
-        self._connmgr_state = "stopped"
-        await super().stop()
 
 
 class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
@@ -128,16 +128,6 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
     def client(self) -> PolicyClient:
         return self._client
 
-    async def start(self) -> None:
-        self._starting()
-        try:
-            await super().start()
-        except BaseException:
-            self._connmgr_state = "failed"
-            await self.stop()
-            raise
-        self._connmgr_state = "running"
-
     async def getone(self, *partitions: Any) -> Any:
         self._require_running("getone()")
         return await super().getone(*partitions)
@@ -145,7 +135,3 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
     async def getmany(self, *partitions: Any, **kwargs: Any) -> Any:
         self._require_running("getmany()")
         return await super().getmany(*partitions, **kwargs)
-
-    async def stop(self) -> None:
-        self._connmgr_state = "stopped"
-        await super().stop()

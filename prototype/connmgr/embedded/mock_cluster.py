@@ -34,10 +34,10 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import IntEnum
 from types import TracebackType
 from typing import Final, Literal, Self
 
+from connmgr.core.events import Api
 from connmgr.embedded.errors import EmbeddedClusterError
 from connmgr.embedded.librdkafka import (
     LibRdKafka,
@@ -67,39 +67,8 @@ _DEFAULT_CONFIG: Final[Mapping[str, str]] = {
 }
 
 
-class ApiKey(IntEnum):
-    """Kafka protocol request types (``ApiKey``) seen most often in mock-cluster tests."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    SASL_HANDSHAKE = 17
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DELETE_RECORDS = 21
-    INIT_PRODUCER_ID = 22
-    OFFSET_FOR_LEADER_EPOCH = 23
-    ADD_PARTITIONS_TO_TXN = 24
-    ADD_OFFSETS_TO_TXN = 25
-    END_TXN = 26
-    TXN_OFFSET_COMMIT = 28
-    DESCRIBE_CONFIGS = 32
-    SASL_AUTHENTICATE = 36
-    CREATE_PARTITIONS = 37
-    CONSUMER_GROUP_HEARTBEAT = 68
-    GET_TELEMETRY_SUBSCRIPTIONS = 71
-    PUSH_TELEMETRY = 72
+ApiKey = Api
+"""Kafka API keys, for naming tracked requests (the project's one table: ``core.events.Api``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +87,8 @@ class MockRequest:
     @property
     def api_name(self) -> str:
         """The request type's name, e.g. ``"PRODUCE"``, or ``"ApiKey(N)"`` when not listed."""
-        try:
-            return ApiKey(self.api_key).name
-        except ValueError:
-            return f"ApiKey({self.api_key})"
+        api = Api.from_key(self.api_key)
+        return f"ApiKey({self.api_key})" if api is Api.OTHER else api.name
 
 
 def _release(lib: LibRdKafka, mc: MockClusterPtr, rk: RdKafkaPtr) -> None:

@@ -104,6 +104,19 @@ class ClientModel:
         if seq == self._refresh_seq:
             self.request_metadata()
 
+    def send_per_leader(self, api: Api, busy: set[int]) -> None:
+        """One ``api`` request to every leader without one in flight (``busy``), carrying
+        the partitions it leads: how producers drain batches and consumers fetch."""
+        md = self.md
+        assert md is not None
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp, leader in md.leaders:
+            by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            if leader not in busy:
+                busy.add(leader)
+                self.sim.send_broker(api, leader, tuple(tps))
+
     def metadata_stale(self) -> None:
         """An error or a lost connection says the metadata may be stale: refresh it."""
         if self.md is not None:
@@ -154,15 +167,7 @@ class ProducerModel(ClientModel):
         if self.send_until_ms is not None and self.sim.now > self.send_until_ms:
             self._ticking = False
             return
-        md = self.md
-        assert md is not None
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp, leader in md.leaders:
-            by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            if leader not in self._in_flight:
-                self._in_flight.add(leader)
-                self.sim.send_broker(Api.PRODUCE, leader, tuple(tps))
+        self.send_per_leader(Api.PRODUCE, self._in_flight)
         self.sim.after(self.timings.send_interval_ms, self._tick)
 
     def on_response(self, req: SimRequest, ok: bool) -> None:
@@ -222,15 +227,7 @@ class ConsumerModel(ClientModel):
         self.sim.send_coordinator(api, self.coordinator)
 
     def _fetch_all(self) -> None:
-        md = self.md
-        assert md is not None
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp, leader in md.leaders:
-            by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            if leader not in self._fetching:
-                self._fetching.add(leader)
-                self.sim.send_broker(Api.FETCH, leader, tuple(tps))
+        self.send_per_leader(Api.FETCH, self._fetching)
 
     def _start_timers(self) -> None:
         if self._timers_started:
