@@ -316,11 +316,18 @@ class UnsupportedScenario(ConfigError):
 
 
 def on_cluster(
-    spec: ScenarioSpec, endpoints: Mapping[int, Endpoint], *, seed: int = 0
+    spec: ScenarioSpec,
+    endpoints: Mapping[int, Endpoint],
+    *,
+    seed: int = 0,
+    topics: Mapping[str, str] | None = None,
+    group: str | None = None,
 ) -> tuple[ScenarioSpec, dict[int, int]]:
-    """``spec`` moved onto a concrete cluster (the embedded one): the i-th broker of ``spec``
-    by id becomes the i-th id of ``endpoints`` at its endpoint. Returns the new spec and the
-    id mapping. Scenarios with scheduled cluster changes or shared endpoints cannot move."""
+    """``spec`` moved onto a concrete cluster (embedded or real): the i-th broker of ``spec``
+    by id becomes the i-th id of ``endpoints`` at its endpoint; ``topics`` and ``group``
+    rename the topics and the consumer group (a shared cluster needs fresh names). Returns
+    the new spec and the id mapping. Scenarios with scheduled cluster changes or shared
+    endpoints cannot move."""
     if spec.changes:
         raise UnsupportedScenario("scenarios with scheduled cluster changes cannot be relabelled")
     old_ids = sorted(spec.cluster.brokers)
@@ -331,10 +338,11 @@ def on_cluster(
         )
     idmap = dict(zip(old_ids, new_ids, strict=True))
     old = spec.cluster
+    names = dict(topics or {})
     cluster = build_cluster(
         {idmap[i]: endpoints[idmap[i]] for i in old_ids},
-        {t: [idmap[b] for b in leaders] for t, leaders in old.topics.items()},
-        {g: idmap[b] for g, b in old.coordinators.items()},
+        {names.get(t, t): [idmap[b] for b in leaders] for t, leaders in old.topics.items()},
+        {(group or g): idmap[b] for g, b in old.coordinators.items()},
         rtt_ms=old.brokers[old_ids[0]].rtt_ms,
         broker_idle_ms=old.broker_idle_ms,
         seed=seed,
@@ -347,7 +355,14 @@ def on_cluster(
                 f"bootstrap server {endpoint} is not the address of exactly one broker"
             )
         bootstrap.append(endpoints[idmap[ids[0]]])
-    return dataclasses.replace(spec, cluster=cluster, bootstrap=tuple(bootstrap)), idmap
+    moved = dataclasses.replace(
+        spec,
+        cluster=cluster,
+        bootstrap=tuple(bootstrap),
+        topics=tuple(names.get(t, t) for t in spec.topics),
+        group=group or spec.group,
+    )
+    return moved, idmap
 
 
 def get_scenario(name: str) -> Scenario:

@@ -1,0 +1,77 @@
+"""Clusters a real run can use: the embedded mock (fresh per run) or a real Kafka cluster
+(started once, shared by many runs). One small interface over both."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from connmgr.embedded import MockCluster
+
+_RUN_NUMBERS = itertools.count(1)
+
+
+class ClusterBackend(Protocol):
+    """What a real run needs from a cluster."""
+
+    shared: bool
+    """True if other runs use the cluster too: topic and group names must then be unique."""
+
+    def endpoints(self) -> dict[int, tuple[str, int]]: ...
+
+    def listeners(self) -> dict[int, tuple[str, int]]: ...
+
+    def create_topic_with_leaders(self, name: str, leaders: Sequence[int]) -> None: ...
+
+    def group_coordinated_by(self, group: str, broker_id: int) -> str:
+        """A group name (``group`` if possible) whose coordinator is ``broker_id``."""
+        ...
+
+    def set_rtt(self, rtt_ms: float) -> None: ...
+
+    def clear_requests(self) -> None: ...
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Requests the brokers received since clear_requests(), if the cluster tracks them."""
+        ...
+
+
+class MockBackend:
+    """The embedded librdkafka mock cluster: coordinators are placed, requests tracked."""
+
+    shared = False
+
+    def __init__(self, cluster: MockCluster) -> None:
+        self.cluster = cluster
+
+    def endpoints(self) -> dict[int, tuple[str, int]]:
+        return self.cluster.endpoints()
+
+    def listeners(self) -> dict[int, tuple[str, int]]:
+        return self.cluster.listeners()
+
+    def create_topic_with_leaders(self, name: str, leaders: Sequence[int]) -> None:
+        self.cluster.create_topic_with_leaders(name, leaders)
+
+    def group_coordinated_by(self, group: str, broker_id: int) -> str:
+        self.cluster.set_coordinator("group", group, broker_id)
+        return group
+
+    def set_rtt(self, rtt_ms: float) -> None:
+        for broker in self.cluster.broker_ids:
+            self.cluster.set_rtt(broker, int(rtt_ms))
+
+    def clear_requests(self) -> None:
+        self.cluster.clear_requests()
+
+    def requests(self) -> list[dict[str, Any]]:
+        return [
+            {"t_us": r.timestamp_us, "broker": r.broker_id, "api": r.api_name}
+            for r in self.cluster.requests()
+        ]
+
+
+def unique_name(base: str) -> str:
+    """``base`` made unique within this process, for clusters shared between runs."""
+    return f"{base}-r{next(_RUN_NUMBERS)}"

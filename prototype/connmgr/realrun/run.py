@@ -1,0 +1,221 @@
+"""Real runs: a real client through a scenario on a cluster (a fresh embedded one, or a real
+Kafka cluster shared between runs), accounted from the client's own hooks and checked
+against the kernel's view of the sockets, and compared with the simulator.
+
+A scenario's topology moves onto the cluster by position: the i-th broker of the scenario is
+the cluster's i-th broker (ids 1..N on 127.0.0.1). The same relabelled topology is what the
+simulator runs when a real run is compared with the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connmgr.aio.dropin import POLICY_OPTION_NAMES
+from connmgr.core.config import ClientKind
+from connmgr.core.endpoint import Endpoint
+from connmgr.core.identity import Role
+from connmgr.embedded import MockCluster
+from connmgr.errors import ConfigError
+from connmgr.ledger import ConnectionLedger
+from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
+from connmgr.realrun.workloads import produce_fixture, run_consumer, run_producer
+from connmgr.sim.result import RunResult
+from connmgr.sim.run import prepare, run_spec
+from connmgr.sim.scenarios import ScenarioSpec, on_cluster
+
+CLIENTS = ("aiokafka", "proposed")
+RUN_OPTIONS: dict[str, int] = {"records": 300, "settle_ms": 4_000, "idempotent": 0}
+"""Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
+workload before measuring the steady state, and whether the producer is idempotent."""
+STOCK_OPTIONS = frozenset({"connections_max_idle_ms", "bootstrap_offset"})
+
+
+@dataclass
+class RealRun:
+    scenario: str
+    client: str
+    seed: int
+    ledger: ConnectionLedger
+    spec: ScenarioSpec
+    """The scenario relabelled onto the embedded cluster: what the simulator should run."""
+    idmap: dict[int, int]
+    records_sent: int = 0
+    records_acked: int = 0
+    records_consumed: int = 0
+    duplicates: int = 0
+    choices: list[tuple[str, int]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    steady_summary: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    policy_settings: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "scenario": self.scenario,
+            "client": self.client,
+            "seed": self.seed,
+            **self.steady_summary,
+        }
+        data["timeline"] = self.ledger.timeline()
+        data["requests"] = self.requests
+        data.update(
+            records_sent=self.records_sent,
+            records_acked=self.records_acked,
+            records_consumed=self.records_consumed,
+            duplicates=self.duplicates,
+            wall_s=round(self.wall_s, 3),
+            choices=self.choices,
+        )
+        return data
+
+    def simulate(self, policy: str, extra: Mapping[str, str] | None = None) -> RunResult:
+        """The simulator's run of ``policy`` on this run's relabelled topology and duration."""
+        spec = self.spec
+        duration = max(self.wall_s * 1000.0, 1.0)
+        relabelled = type(spec)(**{**spec.__dict__, "duration_ms": duration})
+        settings = dict(self.policy_settings)
+        settings.update(extra or {})
+        return run_spec(relabelled, policy, settings, self.seed)
+
+
+Dial = tuple[int | None, Role, str]
+"""(broker, role, host:port) of one dial."""
+
+
+def sequence_differences(real: Sequence[Dial], model: RunResult) -> list[str]:
+    """Where a real client's dial sequence departs from the model's, or [] if it matches.
+
+    Batch by batch (see :meth:`RunResult.dial_batches`): the real dials must come in the
+    model's batches, in the model's batch order, each batch with exactly the model's
+    (broker, role, host:port) multiset; only the order inside one batch is free.
+    """
+    problems: list[str] = []
+    position = 0
+    for number, batch in enumerate(model.dial_batches()):
+        got = list(real[position : position + len(batch)])
+        if Counter(got) != Counter(batch):
+            problems.append(
+                f"batch {number} (dials {position}..{position + len(batch) - 1}): "
+                f"model {_show(batch)}, real {_show(got)}"
+            )
+            break
+        position += len(batch)
+    if not problems and position != len(real):
+        problems.append(
+            f"real client dialled {len(real) - position} more: {_show(real[position:])}"
+        )
+    return problems
+
+
+def _show(dials: Sequence[Dial]) -> str:
+    return "[" + ", ".join(f"{b}/{r.value}@{ep}" for b, r, ep in dials) + "]"
+
+
+def _split(scenario: str, settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:
+    rest = {k: v for k, v in settings.items() if k not in RUN_OPTIONS}
+    run_options = dict(RUN_OPTIONS)
+    for key in RUN_OPTIONS:
+        if key in settings:
+            try:
+                run_options[key] = int(settings[key])
+            except ValueError:
+                raise ConfigError(f"{key}={settings[key]!r}: expected an integer") from None
+            if run_options[key] < 0:
+                raise ConfigError(f"{key}={settings[key]!r}: must be >= 0")
+    return rest, run_options
+
+
+async def run_real(
+    scenario: str,
+    client: str,
+    settings: Mapping[str, str] | None = None,
+    *,
+    verify_kernel: bool = True,
+    cluster: ClusterBackend | None = None,
+) -> RealRun:
+    """Run ``client`` ("aiokafka" or "proposed") through ``scenario``: on a fresh embedded
+    cluster, or on ``cluster`` (a real Kafka cluster shared between runs)."""
+    if client not in CLIENTS:
+        raise ConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    rest, options = _split(scenario, settings or {})
+    spec, policy_settings, seed = prepare(scenario, rest)
+    if client == "aiokafka" and set(policy_settings) - STOCK_OPTIONS:
+        raise ConfigError(
+            f"stock aiokafka takes no policy options ({', '.join(sorted(policy_settings))})"
+        )
+    unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
+    if unknown:
+        raise ConfigError(f"options {sorted(unknown)} cannot be set on a real client")
+    if cluster is not None:
+        return await _run_on(
+            cluster, scenario, client, spec, policy_settings, seed, options, verify_kernel
+        )
+    with MockCluster(len(spec.cluster.brokers), group_initial_rebalance_delay_ms=0) as mock:
+        return await _run_on(
+            MockBackend(mock), scenario, client, spec, policy_settings, seed, options, verify_kernel
+        )
+
+
+def place_scenario(
+    backend: ClusterBackend, spec: ScenarioSpec, seed: int
+) -> tuple[ScenarioSpec, dict[int, int]]:
+    """Create ``spec``'s topics and group on ``backend`` and return the spec relabelled onto
+    it (what the simulator runs for comparison) with the broker id mapping."""
+    endpoints = {i: Endpoint(h, p) for i, (h, p) in backend.endpoints().items()}
+    if len(endpoints) != len(spec.cluster.brokers):
+        raise ConfigError(
+            f"the scenario needs {len(spec.cluster.brokers)} brokers; the cluster has "
+            f"{len(endpoints)} (use --set brokers=... or a scenario of that size)"
+        )
+    _, idmap = on_cluster(spec, endpoints, seed=seed)
+    topics = {t: unique_name(t) if backend.shared else t for t in spec.cluster.topics}
+    group = None
+    if spec.group is not None:
+        wanted = unique_name(spec.group) if backend.shared else spec.group
+        group = backend.group_coordinated_by(wanted, idmap[spec.cluster.coordinator(spec.group)])
+    real_spec, idmap = on_cluster(spec, endpoints, seed=seed, topics=topics, group=group)
+    for topic, leaders in real_spec.cluster.topics.items():
+        backend.create_topic_with_leaders(topic, leaders)
+    rtt = spec.cluster.brokers[min(spec.cluster.brokers)].rtt_ms
+    if rtt:
+        backend.set_rtt(rtt)
+    return real_spec, idmap
+
+
+async def _run_on(
+    backend: ClusterBackend,
+    scenario: str,
+    client: str,
+    spec: ScenarioSpec,
+    policy_settings: dict[str, str],
+    seed: int,
+    options: Mapping[str, int],
+    verify: bool,
+) -> RealRun:
+    real_spec, idmap = place_scenario(backend, spec, seed)
+    run = RealRun(
+        scenario,
+        client,
+        seed,
+        ConnectionLedger(),
+        real_spec,
+        idmap,
+        policy_settings=dict(policy_settings),
+    )
+    bootstrap = ",".join(str(e) for e in real_spec.bootstrap)
+    if real_spec.client is ClientKind.CONSUMER:
+        await produce_fixture(bootstrap, real_spec, options["records"])
+    backend.clear_requests()
+    started = time.perf_counter()
+    if real_spec.client is ClientKind.PRODUCER:
+        await run_producer(run, backend, bootstrap, options, policy_settings, verify)
+    else:
+        await run_consumer(run, backend, bootstrap, options, policy_settings, verify)
+    run.wall_s = time.perf_counter() - started
+    run.requests = backend.requests()
+    return run

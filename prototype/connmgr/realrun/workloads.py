@@ -1,0 +1,153 @@
+"""The workloads of real runs with aiokafka clients (stock, observed, or with the proposed
+policy inside): produce or consume a scenario's records, wait for the steady state, measure,
+stop, and check the kernel agrees at each point."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaProducer
+
+from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedProducer
+from connmgr.aio.kernel import averify_against_kernel
+from connmgr.aio.observe import observed_consumer, observed_producer
+from connmgr.errors import ConnMgrError
+from connmgr.realrun.backends import ClusterBackend
+from connmgr.sim.scenarios import ScenarioSpec, policy_config
+
+if TYPE_CHECKING:
+    from connmgr.ledger import ConnectionLedger
+    from connmgr.realrun.run import RealRun
+
+
+class RealRunError(ConnMgrError):
+    """A real run could not do what its scenario asks (records lost, client failed)."""
+
+
+def _client_kwargs(
+    client: str, spec: ScenarioSpec, policy_settings: Mapping[str, str], seed: int
+) -> dict[str, Any]:
+    """aiokafka keyword arguments for ``client``: the policy settings converted and checked
+    exactly as the simulator converts them (one parser: PolicyConfig.with_settings)."""
+    config = policy_config(spec, policy_settings)
+    idle = config.connections_max_idle_ms
+    kwargs: dict[str, Any] = {"connections_max_idle_ms": None if idle == -1 else idle}
+    if client == "proposed":
+        kwargs["policy_seed"] = seed  # the simulator's policy draws from the same stream
+        kwargs.update({name: getattr(config, name) for name in POLICY_OPTION_NAMES})
+    return kwargs
+
+
+async def produce_fixture(bootstrap: str, spec: ScenarioSpec, records: int) -> None:
+    """Records for a consumer scenario, written by a plain producer closed before the run."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        partitions = spec.cluster.partitions(spec.topics)
+        futures = [
+            await producer.send(tp.topic, f"r{i}".encode(), partition=tp.partition)
+            for i, tp in ((i, partitions[i % len(partitions)]) for i in range(records))
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def _measure(
+    run: RealRun, ledger: ConnectionLedger, cluster: ClusterBackend, settle_ms: int, verify: bool
+) -> None:
+    await asyncio.sleep(settle_ms / 1000.0)
+    run.steady_summary = ledger.summary()
+    if verify:
+        await averify_against_kernel(ledger, cluster.listeners())
+
+
+async def _stop(run: RealRun, client: Any, cluster: ClusterBackend, verify: bool) -> None:
+    """Stop the client, keep the random choices it was seen to make, and check that the
+    kernel agrees nothing is left open."""
+    await client.stop()
+    run.choices = list(getattr(client, "choices", []))
+    if verify:
+        await averify_against_kernel(client.ledger, cluster.listeners())
+
+
+async def run_producer(
+    run: RealRun,
+    cluster: ClusterBackend,
+    bootstrap: str,
+    options: Mapping[str, int],
+    policy_settings: Mapping[str, str],
+    verify: bool,
+) -> None:
+    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
+    kwargs.update(bootstrap_servers=bootstrap, acks="all")
+    if options["idempotent"]:
+        kwargs["enable_idempotence"] = True
+    producer: Any = (
+        ProposedProducer(**kwargs) if run.client == "proposed" else observed_producer(**kwargs)
+    )
+    run.ledger = producer.ledger
+    partitions = run.spec.cluster.partitions(run.spec.topics)
+    await producer.start()
+    try:
+        futures = []
+        for i in range(options["records"]):
+            tp = partitions[i % len(partitions)]
+            futures.append(await producer.send(tp.topic, f"r{i}".encode(), partition=tp.partition))
+            run.records_sent += 1
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
+        await _measure(run, producer.ledger, cluster, options["settle_ms"], verify)
+    finally:
+        await _stop(run, producer, cluster, verify)
+    if run.records_acked != run.records_sent:
+        raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
+
+
+async def run_consumer(
+    run: RealRun,
+    cluster: ClusterBackend,
+    bootstrap: str,
+    options: Mapping[str, int],
+    policy_settings: Mapping[str, str],
+    verify: bool,
+) -> None:
+    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
+    assert run.spec.group is not None
+    kwargs.update(
+        bootstrap_servers=bootstrap,
+        group_id=run.spec.group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    topics = run.spec.topics
+    consumer: Any = (
+        ProposedConsumer(*topics, **kwargs)
+        if run.client == "proposed"
+        else observed_consumer(*topics, **kwargs)
+    )
+    run.ledger = consumer.ledger
+    wanted = options["records"]
+    seen: set[bytes] = set()
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < wanted and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for messages in batch.values():
+                for message in messages:
+                    run.records_consumed += 1
+                    if message.value in seen:
+                        run.duplicates += 1
+                    seen.add(message.value)
+        await consumer.commit()
+        await _measure(run, consumer.ledger, cluster, options["settle_ms"], verify)
+    finally:
+        await _stop(run, consumer, cluster, verify)
+    if len(seen) != wanted or run.duplicates:
+        raise RealRunError(
+            f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
+        )
