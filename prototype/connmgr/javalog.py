@@ -16,9 +16,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from connmgr.core.identity import COORDINATOR_ID_BASE
+
 _STAMP = r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
-_NODE = r"(?P<host>\[[^\]]+\]|[^\s:]+):(?P<port>\d+) \(id: (?P<id>-?\d+) rack: (?P<rack>[^)]*)\)"
-_CONNECT = re.compile(_STAMP + r".*?\bInitiating connection to node " + _NODE)
+_NODE = r"(?P<host>\[[^\]]+\]|[^\s:]+):(?P<port>\d+) \(id: (?P<id>[+-]?\d+) rack: (?P<rack>[^)]*)\)"
 _METADATA = re.compile(_STAMP + r".*?\bSending metadata request .*?to node " + _NODE)
 EPOCH = datetime(2026, 1, 1)
 """Simulated time 0 is printed as this instant."""
@@ -46,18 +47,21 @@ def _stamp(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")
 
 
+def node_id_of(printed: str) -> int:
+    """A connection id as printed, as one integer: ``+B`` (kafka-clients 4.4's group
+    coordinator, KIP-1242) becomes the classic ``2147483647 - B`` of the same coordinator."""
+    if printed.startswith("+"):
+        return COORDINATOR_ID_BASE - int(printed[1:])
+    return int(printed)
+
+
 def parse_connections(lines: Iterable[str]) -> list[LoggedConnection]:
-    """Every connection the log shows the client initiating, in order."""
-    result = []
-    for line in lines:
-        m = _CONNECT.search(line)
-        if m:
-            result.append(
-                LoggedConnection(
-                    _stamp(m["ts"]), int(m["id"]), m["host"].strip("[]"), int(m["port"])
-                )
-            )
-    return result
+    """Every connection the log shows the client initiating, in order (any client version)."""
+    return [
+        LoggedConnection(e.timestamp, node_id_of(e.node), e.host, e.port)
+        for e in parse_connection_events(lines)
+        if e.kind == "connect"
+    ]
 
 
 def parse_metadata_requests(lines: Iterable[str]) -> list[LoggedMetadataRequest]:
@@ -68,7 +72,7 @@ def parse_metadata_requests(lines: Iterable[str]) -> list[LoggedMetadataRequest]
         if m:
             result.append(
                 LoggedMetadataRequest(
-                    _stamp(m["ts"]), int(m["id"]), m["host"].strip("[]"), int(m["port"])
+                    _stamp(m["ts"]), node_id_of(m["id"]), m["host"].strip("[]"), int(m["port"])
                 )
             )
     return result
@@ -127,3 +131,143 @@ def render_events(
             yield metadata_line(t_ms, prefix, host, port, node_id)
         elif kind == "close":
             yield close_line(t_ms, prefix, node_id, reason)
+
+
+# --- every connection event, both client generations ------------------------------------------
+#
+# ``parse_connections`` above is built on these; the functions below read
+# every line NetworkClient writes about a connection's life, in the wording of 2.1.0 and of 4.x
+# (checked against both clients' sources and against real logs of both):
+#
+# * a node prints as ``host:port (id: N rack: R)``; 4.x appends `` isFenced: B`` inside the
+#   parentheses, and 4.4 names group-coordinator connections ``+B`` (B = the coordinator's broker
+#   id; GroupCoordinatorNode, KIP-1242) where older clients print ``2147483647 - B``;
+# * a completed TCP connect is ``Completed connection to node N. ...``;
+# * closes: ``Node N disconnected.`` (peer close, failed connect, failed send and -- before 4.x --
+#   idle expiry; DEBUG in 2.1.0, INFO in 4.x), ``Idle connection to node N disconnected.`` (4.x),
+#   ``Manually disconnected from N.`` (2.1.0) / ``Client requested disconnect from node N``
+#   (4.x), ``Client requested connection close from node N`` (4.x),
+#   ``Disconnecting from node N due to <why>.`` and the ApiVersions-error ``... Disconnecting.``;
+# * a dial that failed synchronously (unresolvable host) is ``Error connecting to node <node>``;
+# * closing the client itself closes every connection *without* a line per connection.
+#
+# The simulator's own ``close_line`` (``Node N disconnected (reason).``) is read too.
+
+_NODE_ANY = (
+    r"(?P<host>\[[^\]]+\]|[^\s:]+):(?P<port>\d+) "
+    r"\(id: (?P<id>[+-]?\d+) rack: (?P<rack>[^)]*?)(?: isFenced: (?P<fenced>\w+))?\)"
+)
+_EVENT_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("connect", "", re.compile(_STAMP + r".*?\bInitiating connection to node " + _NODE_ANY)),
+    (
+        "connect_error",
+        "connect error",
+        re.compile(_STAMP + r".*?\bError connecting to node " + _NODE_ANY),
+    ),
+    (
+        "established",
+        "",
+        re.compile(_STAMP + r".*?\bCompleted connection to node (?P<id>[+-]?\d+)\. "),
+    ),
+    (
+        "disconnect",
+        "idle",
+        re.compile(_STAMP + r".*?\bIdle connection to node (?P<id>[+-]?\d+) disconnected\."),
+    ),
+    (
+        "disconnect",
+        "disconnected",
+        # Capital "Node": "... due to node +3 being disconnected" is not a close of its own.
+        re.compile(_STAMP + r".*?\bNode (?P<id>[+-]?\d+) disconnected(?: \((?P<why>[^)]*)\))?\."),
+    ),
+    (
+        "disconnect",
+        "client disconnect",
+        re.compile(_STAMP + r".*?\bManually disconnected from (?P<id>[+-]?\d+)\."),
+    ),
+    (
+        "disconnect",
+        "client disconnect",
+        # Not the ", which is already disconnected" variant: nothing is closed then.
+        re.compile(
+            _STAMP + r".*?\bClient requested disconnect from node (?P<id>[+-]?\d+)(?![\d,])"
+        ),
+    ),
+    (
+        "disconnect",
+        "client close",
+        re.compile(_STAMP + r".*?\bClient requested connection close from node (?P<id>[+-]?\d+)"),
+    ),
+    (
+        "disconnect",
+        "",
+        re.compile(
+            _STAMP + r".*?\bDisconnecting from node (?P<id>[+-]?\d+) due to (?P<why>[^.]*)\."
+        ),
+    ),
+    (
+        "disconnect",
+        "api versions error",
+        re.compile(
+            _STAMP + r".*?\bReceived error \S+ from node (?P<id>[+-]?\d+) when making an "
+            r"ApiVersionsRequest"
+        ),
+    ),
+    (
+        "unreachable",
+        "",
+        re.compile(
+            _STAMP + r".*?\bConnection to node (?P<id>[+-]?\d+) \([^)]*\) could not be established"
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedConnectionEvent:
+    """One NetworkClient line about a connection's life.
+
+    ``kind`` is ``connect`` (dial started: "Initiating connection"), ``connect_error`` (the dial
+    failed before a socket was registered), ``established`` ("Completed connection"),
+    ``disconnect`` (the connection to ``node`` is gone, for ``reason``) or ``unreachable`` (the
+    warning that follows a failed dial's ``disconnect``; informational). ``node`` is the
+    connection id exactly as printed (``-1``, ``3``, ``2147483644``, ``+3``); ``host``/``port``
+    are known for ``connect`` and ``connect_error`` only (empty / 0 otherwise).
+    """
+
+    timestamp: datetime
+    kind: str
+    node: str
+    host: str = ""
+    port: int = 0
+    reason: str = ""
+
+
+def parse_connection_event(line: str) -> LoggedConnectionEvent | None:
+    """The connection event ``line`` records, or None if it records none (see the notes above
+    :class:`LoggedConnectionEvent` for the wordings understood)."""
+    for kind, reason, pattern in _EVENT_PATTERNS:
+        m = pattern.search(line)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        host = (groups.get("host") or "").strip("[]")
+        port = int(groups["port"]) if groups.get("port") else 0
+        why = groups.get("why") or reason
+        return LoggedConnectionEvent(_stamp(m["ts"]), kind, m["id"], host, port, why)
+    return None
+
+
+def parse_connection_events(lines: Iterable[str]) -> list[LoggedConnectionEvent]:
+    """Every connection event in ``lines``, in order (one per line at most)."""
+    result = []
+    for line in lines:
+        event = parse_connection_event(line)
+        if event is not None:
+            result.append(event)
+    return result
+
+
+def parse_log_time(text: str) -> datetime:
+    """A timestamp in the log's own format (``2019-05-27 10:00:54,142``), as a naive datetime."""
+    return _stamp(text)

@@ -75,3 +75,40 @@ class MockBackend:
 def unique_name(base: str) -> str:
     """``base`` made unique within this process, for clusters shared between runs."""
     return f"{base}-r{next(_RUN_NUMBERS)}"
+
+
+class KafkaBackend:
+    """A real Apache Kafka cluster (``connmgr.realkafka.KafkaCluster``), shared by runs:
+    groups cannot be placed, so a group name whose coordinator is the wanted broker is
+    searched for; RTT cannot be injected; requests are not tracked."""
+
+    shared = True
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def endpoints(self) -> dict[int, tuple[str, int]]:
+        endpoints: dict[int, tuple[str, int]] = self.cluster.endpoints()
+        return endpoints
+
+    def listeners(self) -> dict[int, tuple[str, int]]:
+        listeners: dict[int, tuple[str, int]] = self.cluster.listeners()
+        return listeners
+
+    def create_topic_with_leaders(self, name: str, leaders: Sequence[int]) -> None:
+        self.cluster.create_topic_with_leaders(name, leaders)
+
+    def group_coordinated_by(self, group: str, broker_id: int) -> str:
+        name: str = self.cluster.group_for_coordinator(broker_id, prefix=group)
+        return name
+
+    def set_rtt(self, rtt_ms: float) -> None:
+        from connmgr.errors import ConfigError
+
+        raise ConfigError("a real Kafka cluster cannot inject RTT; use the embedded cluster")
+
+    def clear_requests(self) -> None:
+        pass
+
+    def requests(self) -> list[dict[str, Any]]:
+        return []

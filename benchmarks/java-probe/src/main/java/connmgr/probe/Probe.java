@@ -1,0 +1,470 @@
+package connmgr.probe;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.text.SimpleDateFormat;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Date;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Runs one real Kafka client (producer or consumer) through the phases the Python side
+ * expects, with {@code org.apache.kafka.clients.NetworkClient} logging to a file.
+ *
+ * <p>Protocol on stdout (one JSON object per line, nothing else is ever written there):
+ * <ol>
+ *   <li>{@code start}: construct the client;</li>
+ *   <li>producer: send {@code --records} records round-robin over {@code --partitions} with
+ *       acks=all and wait for every ack; consumer: subscribe as {@code --group}, poll until
+ *       {@code --records} records were read, commitSync;</li>
+ *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);</li>
+ *   <li>print {@code {"phase":"steady",...}} with record counts and the client's own
+ *       connection metrics, then block until a line (or EOF) arrives on stdin, so the caller can
+ *       inspect the process's sockets while the client sits in its steady state;</li>
+ *   <li>close the client and print {@code {"phase":"closed",...}} with the metrics again;
+ *       exit 0.</li>
+ * </ol>
+ * Any failure prints {@code {"phase":"error","error":...}} and exits non-zero (2 for bad
+ * arguments, 1 otherwise).
+ *
+ * <p>The source compiles against kafka-clients 2.1.0 and 4.x alike: it uses only APIs present
+ * in both (e.g. {@code poll(Duration)}, added in 2.0; {@code Metric.metricValue()}, added in
+ * 1.0; producer {@code close()} without a timeout, since {@code close(Duration)} is missing in
+ * 2.1.0 and {@code close(long, TimeUnit)} is gone in 4.x).
+ */
+public final class Probe {
+
+    /** Same pattern as log4j 1's {@code %d}: the timestamps of the log file. */
+    private static final String LOG_TIME_FORMAT = "yyyy-MM-dd HH:mm:ss,SSS";
+
+    private static final List<String> METRICS = List.of(
+            "connection-creation-total", "connection-close-total", "connection-count");
+
+    private Probe() {
+    }
+
+    /** Parsed command line. */
+    static final class Args {
+        String client;
+        String bootstrap;
+        String topic;
+        int partitions = 1;
+        int records = 0;
+        String group;
+        long settleMs = 0;
+        String log;
+        String logLevel = "TRACE";
+        long timeoutMs = 60_000;
+        final Map<String, String> extra = new LinkedHashMap<>();
+
+        static Args parse(String[] argv) {
+            Args a = new Args();
+            for (int i = 0; i < argv.length; i++) {
+                String flag = argv[i];
+                if (i + 1 >= argv.length) {
+                    throw new UsageError("missing value after " + flag);
+                }
+                String value = argv[++i];
+                switch (flag) {
+                    case "--client": a.client = value; break;
+                    case "--bootstrap": a.bootstrap = value; break;
+                    case "--topic": a.topic = value; break;
+                    case "--partitions": a.partitions = positiveInt(flag, value); break;
+                    case "--records": a.records = nonNegativeInt(flag, value); break;
+                    case "--group": a.group = value; break;
+                    case "--settle-ms": a.settleMs = nonNegativeInt(flag, value); break;
+                    case "--log": a.log = value; break;
+                    case "--log-level": a.logLevel = value; break;
+                    case "--timeout-ms": a.timeoutMs = positiveInt(flag, value); break;
+                    case "--extra": {
+                        int eq = value.indexOf('=');
+                        if (eq <= 0) {
+                            throw new UsageError("--extra wants key=value, got " + value);
+                        }
+                        a.extra.put(value.substring(0, eq), value.substring(eq + 1));
+                        break;
+                    }
+                    default: throw new UsageError("unknown option " + flag);
+                }
+            }
+            if (!"producer".equals(a.client) && !"consumer".equals(a.client)) {
+                throw new UsageError("--client must be producer or consumer, got " + a.client);
+            }
+            require("--bootstrap", a.bootstrap);
+            require("--topic", a.topic);
+            require("--log", a.log);
+            if ("consumer".equals(a.client)) {
+                require("--group", a.group);
+            }
+            if (!List.of("TRACE", "DEBUG", "INFO").contains(a.logLevel)) {
+                throw new UsageError("--log-level must be TRACE, DEBUG or INFO, got " + a.logLevel);
+            }
+            return a;
+        }
+
+        private static void require(String flag, String value) {
+            if (value == null || value.isEmpty()) {
+                throw new UsageError(flag + " is required");
+            }
+        }
+
+        private static int nonNegativeInt(String flag, String value) {
+            int n;
+            try {
+                n = Integer.parseInt(value);
+            } catch (NumberFormatException e) {
+                throw new UsageError(flag + " wants an integer, got " + value);
+            }
+            if (n < 0) {
+                throw new UsageError(flag + " must be >= 0, got " + value);
+            }
+            return n;
+        }
+
+        private static int positiveInt(String flag, String value) {
+            int n = nonNegativeInt(flag, value);
+            if (n == 0) {
+                throw new UsageError(flag + " must be > 0");
+            }
+            return n;
+        }
+    }
+
+    static final class UsageError extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        UsageError(String message) {
+            super(message);
+        }
+    }
+
+    public static void main(String[] argv) {
+        // stdout is the JSON channel to the Python side: keep the real stream for ourselves and
+        // send anything else that writes to System.out (a library's stray println) to stderr.
+        PrintStream json = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        Args args;
+        try {
+            args = Args.parse(argv);
+        } catch (UsageError e) {
+            emitError(json, "usage: " + e.getMessage(), null);
+            System.exit(2);
+            return;
+        }
+        // log4j.properties reads these when log4j initialises, i.e. when the first Kafka class
+        // asks for a logger, so they must be set before any Kafka class is touched.
+        System.setProperty("probe.log.file", args.log);
+        System.setProperty("probe.log.level", args.logLevel);
+        int status;
+        try {
+            status = new Run(args, json).run();
+        } catch (Throwable t) {
+            emitError(json, describe(t), t);
+            status = 1;
+        }
+        json.flush();
+        // The clients' threads are daemon threads once closed, but an error path may leave one
+        // running: exit explicitly rather than wait for it.
+        System.exit(status);
+    }
+
+    /**
+     * One run of the scenario; holds what the JSON lines report.
+     *
+     * <p>On an error path the client is deliberately not closed: main() exits the JVM right
+     * after the error line, which ends its threads and sockets without waiting on a broker that
+     * may be the very thing failing (and producer close-with-timeout has no signature common to
+     * 2.1.0, which lacks close(Duration), and 4.x, which dropped close(long, TimeUnit)).
+     */
+    static final class Run {
+        private final Args args;
+        private final PrintStream json;
+        private final String startedAt = logTime();
+        private final AtomicInteger sent = new AtomicInteger();
+        private final AtomicInteger acked = new AtomicInteger();
+        private int consumed;
+        private final ConcurrentLinkedQueue<String> sendErrors = new ConcurrentLinkedQueue<>();
+        private String releasedAt;
+
+        Run(Args args, PrintStream json) {
+            this.args = args;
+            this.json = json;
+        }
+
+        int run() throws Exception {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.timeoutMs);
+            if ("producer".equals(args.client)) {
+                return runProducer(deadline);
+            }
+            return runConsumer(deadline);
+        }
+
+        private int runProducer(long deadline) throws Exception {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", args.bootstrap);
+            props.put("acks", "all");
+            props.put("key.serializer", ByteArraySerializer.class.getName());
+            props.put("value.serializer", ByteArraySerializer.class.getName());
+            props.putAll(args.extra);
+            KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+            List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
+            for (int i = 0; i < args.records; i++) {
+                byte[] value = ("record-" + i).getBytes(StandardCharsets.UTF_8);
+                ProducerRecord<byte[], byte[]> record =
+                        new ProducerRecord<>(args.topic, i % args.partitions, null, value);
+                futures.add(producer.send(record, (metadata, exception) -> {
+                    if (exception == null) {
+                        acked.incrementAndGet();
+                    } else {
+                        sendErrors.add(describe(exception));
+                    }
+                }));
+                sent.incrementAndGet();
+            }
+            for (Future<RecordMetadata> f : futures) {
+                f.get(remainingMs(deadline), TimeUnit.MILLISECONDS);
+            }
+            producer.flush();
+            if (acked.get() != args.records) {
+                throw new IllegalStateException("acked " + acked.get() + " of " + args.records
+                        + " records; errors: " + sendErrors);
+            }
+            Thread.sleep(args.settleMs);
+            Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
+            steadyThenWait(metrics);
+            producer.close();
+            emitPhase("closed", metrics);
+            return 0;
+        }
+
+        private int runConsumer(long deadline) throws Exception {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", args.bootstrap);
+            props.put("group.id", args.group);
+            props.put("auto.offset.reset", "earliest");
+            props.put("enable.auto.commit", "false");
+            props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            props.putAll(args.extra);
+            KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
+            consumer.subscribe(Collections.singletonList(args.topic));
+            while (consumed < args.records) {
+                if (remainingMs(deadline) <= 0) {
+                    throw new IllegalStateException("timed out after " + args.timeoutMs
+                            + " ms having consumed " + consumed + " of " + args.records + " records");
+                }
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                consumed += batch.count();
+            }
+            consumer.commitSync();
+            // Keep polling while settling, as a live application would: the fetch sessions
+            // and heartbeats it keeps up are part of the steady state being measured.
+            long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            while (System.nanoTime() < settleEnd) {
+                long left = TimeUnit.NANOSECONDS.toMillis(settleEnd - System.nanoTime());
+                consumed += consumer.poll(Duration.ofMillis(Math.max(1, Math.min(100, left)))).count();
+            }
+            Map<String, List<Metric>> metrics = connectionMetrics(consumer.metrics(), "consumer-metrics");
+            steadyThenWait(metrics);
+            consumer.close();
+            emitPhase("closed", metrics);
+            return 0;
+        }
+
+        private void steadyThenWait(Map<String, List<Metric>> metrics) throws Exception {
+            emitPhase("steady", metrics);
+            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            // A line or EOF both mean "go on": if the caller died, closing is still right.
+            stdin.readLine();
+            releasedAt = logTime();
+        }
+
+        private void emitPhase(String phase, Map<String, List<Metric>> metrics) {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("phase", phase);
+            out.put("client", args.client);
+            out.put("version", clientVersion());
+            out.put("pid", ProcessHandle.current().pid());
+            out.put("records_sent", sent.get());
+            out.put("records_acked", acked.get());
+            out.put("records_consumed", consumed);
+            Map<String, Object> values = new LinkedHashMap<>();
+            for (Map.Entry<String, List<Metric>> e : metrics.entrySet()) {
+                double sum = 0;
+                for (Metric m : e.getValue()) {
+                    Object v = m.metricValue();
+                    sum += v instanceof Number ? ((Number) v).doubleValue() : Double.NaN;
+                }
+                values.put(e.getKey(), sum);
+            }
+            out.put("metrics", values);
+            out.put("started_at", startedAt);
+            out.put("log_time", logTime());
+            if (releasedAt != null) {
+                out.put("released_at", releasedAt);
+            }
+            json.println(Json.write(out));
+            json.flush();
+        }
+    }
+
+    /**
+     * The client's connection metrics, by name, from its Selector's group ({@code
+     * producer-metrics} / {@code consumer-metrics}); all three names exist since Kafka 1.0.
+     *
+     * <p>The Metric objects themselves are kept, not their values: closing a client removes its
+     * Selector's metrics from the registry (SelectorMetrics.close), and a closed 4.x consumer
+     * refuses {@code metrics()} altogether, yet the objects still measure the final counts.
+     */
+    static Map<String, List<Metric>> connectionMetrics(Map<MetricName, ? extends Metric> all, String group) {
+        Map<String, List<Metric>> found = new LinkedHashMap<>();
+        for (String name : METRICS) {
+            found.put(name, new ArrayList<>());
+        }
+        for (Map.Entry<MetricName, ? extends Metric> e : all.entrySet()) {
+            MetricName n = e.getKey();
+            if (group.equals(n.group()) && found.containsKey(n.name())) {
+                found.get(n.name()).add(e.getValue());
+            }
+        }
+        for (Map.Entry<String, List<Metric>> e : found.entrySet()) {
+            if (e.getValue().isEmpty()) {
+                throw new IllegalStateException("metric " + group + "/" + e.getKey() + " not found");
+            }
+        }
+        return found;
+    }
+
+    /**
+     * The version of kafka-clients on the classpath, from the {@code kafka/kafka-version.properties}
+     * resource in its jar: read directly because AppInfoParser, which exposes it, moved to an
+     * internals package in 4.x.
+     */
+    static String clientVersion() {
+        try (InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in == null) {
+                return "unknown";
+            }
+            Properties p = new Properties();
+            p.load(in);
+            return p.getProperty("version", "unknown");
+        } catch (IOException e) {
+            return "unknown";
+        }
+    }
+
+    static long remainingMs(long deadlineNanos) {
+        return Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime()));
+    }
+
+    static String logTime() {
+        return new SimpleDateFormat(LOG_TIME_FORMAT).format(new Date());
+    }
+
+    /** The exception and its causes, one "Class: message" each, outermost first. */
+    static String describe(Throwable t) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            if (sb.length() > 0) {
+                sb.append(" <- caused by ");
+            }
+            sb.append(c.getClass().getName()).append(": ").append(c.getMessage());
+        }
+        return sb.toString();
+    }
+
+    static void emitError(PrintStream json, String error, Throwable t) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("phase", "error");
+        out.put("error", error);
+        out.put("log_time", logTime());
+        json.println(Json.write(out));
+        json.flush();
+        if (t != null) {
+            t.printStackTrace(System.err);
+        }
+    }
+
+    /** Just enough JSON writing for flat maps of strings, numbers, booleans and nested maps. */
+    static final class Json {
+        private Json() {
+        }
+
+        static String write(Object value) {
+            StringBuilder sb = new StringBuilder();
+            append(sb, value);
+            return sb.toString();
+        }
+
+        private static void append(StringBuilder sb, Object value) {
+            if (value == null) {
+                sb.append("null");
+            } else if (value instanceof Map) {
+                sb.append('{');
+                boolean first = true;
+                for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {
+                    if (!first) {
+                        sb.append(',');
+                    }
+                    first = false;
+                    string(sb, String.valueOf(e.getKey()));
+                    sb.append(':');
+                    append(sb, e.getValue());
+                }
+                sb.append('}');
+            } else if (value instanceof Double || value instanceof Float) {
+                double d = ((Number) value).doubleValue();
+                // JSON has no NaN/Infinity; null says "no value" without breaking the parser.
+                sb.append(Double.isFinite(d) ? Double.toString(d) : "null");
+            } else if (value instanceof Number || value instanceof Boolean) {
+                sb.append(value);
+            } else {
+                string(sb, value.toString());
+            }
+        }
+
+        private static void string(StringBuilder sb, String s) {
+            sb.append('"');
+            for (int i = 0; i < s.length(); i++) {
+                char c = s.charAt(i);
+                switch (c) {
+                    case '"': sb.append("\\\""); break;
+                    case '\\': sb.append("\\\\"); break;
+                    case '\n': sb.append("\\n"); break;
+                    case '\r': sb.append("\\r"); break;
+                    case '\t': sb.append("\\t"); break;
+                    default:
+                        if (c < 0x20) {
+                            sb.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            sb.append(c);
+                        }
+                }
+            }
+            sb.append('"');
+        }
+    }
+}

@@ -1,0 +1,482 @@
+"""Real Apache Kafka (KRaft, 3 nodes from Maven) under stock aiokafka and the drop-in clients.
+
+Shares the session's ``kafka_cluster`` (see conftest.py); each test keeps to its own topic and
+group names. ``pytest -s -m real_kafka tests/real_kafka`` prints timings and the (broker,
+role) ledgers observed. The last test stops the shared cluster and checks nothing is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from connmgr import realkafka
+from connmgr.aio import ProposedConsumer, ProposedProducer
+from connmgr.aio.kernel import averify_against_kernel, kernel_connections
+from connmgr.aio.observe import expected_stock_sequence, observed_consumer, observed_producer
+from connmgr.core.identity import Role
+from connmgr.ledger import ConnectionLedger
+from connmgr.realkafka import (
+    KAFKA_VERSION,
+    KafkaCluster,
+    MissingTool,
+    RealKafkaError,
+    java_string_hash,
+    offsets_partition_for,
+    resolve_broker_classpath,
+)
+from connmgr.realkafka_cli import cluster_command
+
+from .conftest import java_children
+
+pytestmark = pytest.mark.real_kafka
+
+LEADERS = [2, 3, 1]  # partition i is led by LEADERS[i]
+COORDINATOR = 3
+RECORDS = 300
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _short(sequence: Sequence[tuple[int | None, Role]]) -> list[tuple[int | None, str]]:
+    return [(broker, role.value) for broker, role in sequence]
+
+
+def _held(ledger: ConnectionLedger) -> set[tuple[int | None, Role]]:
+    return {(e.broker, e.role) for e in ledger.open_now()}
+
+
+def _first_server(cluster: KafkaCluster) -> str:
+    return cluster.bootstrap_servers.split(",")[0]
+
+
+def _values(n: int, tag: str) -> list[bytes]:
+    return [f"{tag}{i}".encode() for i in range(n)]
+
+
+async def _produce(producer: AIOKafkaProducer, topic: str, tag: str) -> None:
+    futures = [
+        await producer.send(topic, value, partition=i % len(LEADERS))
+        for i, value in enumerate(_values(RECORDS, tag))
+    ]
+    metadata = await asyncio.gather(*futures)
+    assert len(metadata) == RECORDS and all(m.offset >= 0 for m in metadata)
+
+
+async def _consume(consumer: AIOKafkaConsumer, n: int) -> list[bytes]:
+    """Read until ``n`` records arrived, then poll once more to catch any duplicate."""
+    got: list[bytes] = []
+    async with asyncio.timeout(60):
+        while len(got) < n:
+            batch = await consumer.getmany(timeout_ms=500)
+            got += [m.value for records in batch.values() for m in records]
+    batch = await consumer.getmany(timeout_ms=500)
+    got += [m.value for records in batch.values() for m in records]
+    return got
+
+
+def _assert_exactly_once(got: list[bytes], tag: str) -> None:
+    assert [v for v, n in collections.Counter(got).items() if n > 1] == []
+    assert sorted(got) == sorted(_values(RECORDS, tag))
+
+
+async def _committed(consumer: AIOKafkaConsumer, topic: str) -> list[int | None]:
+    return [await consumer.committed(TopicPartition(topic, p)) for p in range(len(LEADERS))]
+
+
+# -- the cluster itself -------------------------------------------------------------------------
+
+
+def test_cluster_starts_three_brokers_at_distinct_ports(kafka_cluster: KafkaCluster) -> None:
+    cluster = kafka_cluster
+    print(f"\nstart {cluster.start_seconds:.2f}s, phases {cluster.timings}")
+    assert cluster.running and cluster.start_seconds is not None
+    assert cluster.broker_ids == (1, 2, 3)
+    endpoints = cluster.endpoints()
+    assert set(endpoints) == {1, 2, 3}
+    assert {host for host, _ in endpoints.values()} == {"127.0.0.1"}
+    assert len({port for _, port in endpoints.values()}) == 3
+    assert cluster.listeners() == endpoints
+    assert cluster.bootstrap_servers == ",".join(f"{h}:{p}" for h, p in endpoints.values())
+    assert "\n" not in repr(cluster) and "running" in repr(cluster)
+    assert sorted(p.pid for p in java_children()) == sorted(cluster.pids().values())
+    versions = cluster.api_versions(1)
+    shown = {
+        name: versions[key]
+        for name, key in [
+            ("Produce", 0),
+            ("Fetch", 1),
+            ("Metadata", 3),
+            ("OffsetCommit", 8),
+            ("FindCoordinator", 10),
+            ("JoinGroup", 11),
+        ]
+    }
+    print(f"broker api versions (min, max): {shown}")
+    # Kafka 4 dropped the oldest request versions (KIP-896): Fetch starts at v4 and
+    # OffsetCommit at v2; aiokafka 0.14 copes by negotiating per connection. Produce still
+    # advertises v0 (kept for old clients' version probing; v0-v2 requests are refused).
+    assert versions[1][0] >= 4 and versions[8][0] >= 2
+
+
+def test_topic_with_leaders_2_3_1_has_exactly_those_leaders(kafka_cluster: KafkaCluster) -> None:
+    t = time.monotonic()
+    kafka_cluster.create_topic_with_leaders("leaders", LEADERS)
+    print(f"\ntopic created and led as asked in {time.monotonic() - t:.2f}s")
+    want = dict(enumerate(LEADERS))
+    for broker in kafka_cluster.broker_ids:
+        assert kafka_cluster.leaders("leaders", broker) == want
+    # The preferred leaders already lead, so the broker answers ELECTION_NOT_NEEDED (84):
+    # this also checks our hand-made ElectLeaders v1 request against the real broker.
+    assert kafka_cluster.elect_preferred_leaders("leaders", [0, 1, 2]) == {0: 84, 1: 84, 2: 84}
+    with pytest.raises(RealKafkaError, match="TopicAlreadyExists"):
+        kafka_cluster.create_topic_with_leaders("leaders", LEADERS)
+    with pytest.raises(RealKafkaError, match="not a broker id"):
+        kafka_cluster.create_topic_with_leaders("nope", [1, 4])
+
+
+def test_group_for_coordinator_finds_a_group_on_each_broker(kafka_cluster: KafkaCluster) -> None:
+    found = {b: kafka_cluster.group_for_coordinator(b) for b in kafka_cluster.broker_ids}
+    print(f"\ngroups by coordinator: {found}")
+    for broker, group in found.items():
+        assert kafka_cluster.coordinator_for(group) == broker
+        assert kafka_cluster.group_for_coordinator(broker) == group  # deterministic
+    assert len(set(found.values())) == 3
+    with pytest.raises(RealKafkaError, match="no broker 7"):
+        kafka_cluster.group_for_coordinator(7)
+
+
+# -- stock aiokafka -----------------------------------------------------------------------------
+
+
+def test_stock_aiokafka_acks_all_and_group_consumer_exactly_once(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    cluster = kafka_cluster
+    cluster.create_topic_with_leaders("stock", LEADERS)
+    group = cluster.group_for_coordinator(COORDINATOR, prefix="stock")
+
+    async def main() -> tuple[list[bytes], list[int | None], int, float]:
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            await _produce(producer, "stock", "s")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            "stock",
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        t = time.monotonic()
+        await consumer.start()
+        try:
+            async with asyncio.timeout(30):
+                while not consumer.assignment():
+                    await consumer.getmany(timeout_ms=100)
+            joined = time.monotonic() - t
+            got = await _consume(consumer, RECORDS)
+            await consumer.commit()
+            committed = await _committed(consumer, "stock")
+            coordinator = consumer._coordinator.coordinator_id
+        finally:
+            await consumer.stop()
+        return got, committed, coordinator, joined
+
+    got, committed, coordinator, joined = asyncio.run(main())
+    print(f"\nstock: group {group!r} joined in {joined:.2f}s, coordinator {coordinator}")
+    _assert_exactly_once(got, "s")
+    assert coordinator == COORDINATOR
+    assert committed == [RECORDS // 3] * 3
+
+
+def test_observed_stock_ledgers_follow_the_stock_model(kafka_cluster: KafkaCluster) -> None:
+    """Stock aiokafka with only its client observed: the (broker, role) dials it makes."""
+    cluster = kafka_cluster
+    cluster.create_topic_with_leaders("observed", LEADERS)
+    group = cluster.group_for_coordinator(COORDINATOR, prefix="observed")
+    listeners = cluster.listeners()
+
+    async def main() -> tuple[Any, Any, list[TopicPartition], list[bytes]]:
+        producer = observed_producer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            await _produce(producer, "observed", "o")
+            await averify_against_kernel(producer.ledger, listeners)
+        finally:
+            await producer.stop()
+        await averify_against_kernel(producer.ledger, listeners)
+        consumer = observed_consumer(
+            "observed",
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id=group,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            got = await _consume(consumer, RECORDS)
+            tps = list(consumer._subscription.subscription.assignment.tps)
+            await averify_against_kernel(consumer.ledger, listeners)
+        finally:
+            await consumer.stop()
+        await averify_against_kernel(consumer.ledger, listeners)
+        return producer, consumer, tps, got
+
+    producer, consumer, tps, got = asyncio.run(main())
+    for name, client in (("producer", producer), ("consumer", consumer)):
+        print(f"\nstock {name} dials: {_short(client.observer.sequence(resolve_bootstrap=True))}")
+        print(f"stock {name} choices: {client.choices}")
+        print(
+            f"stock {name} summary: opened {client.ledger.opened_count}, "
+            f"peak {client.ledger.peak}, open at end {len(client.ledger.open_now())}"
+        )
+    _assert_exactly_once(got, "o")
+    assert producer.ledger.sequence() == expected_stock_sequence(producer.choices, LEADERS)
+    fetch_order = [LEADERS[tp.partition] for tp in tps]
+    assert consumer.ledger.sequence() == expected_stock_sequence(
+        consumer.choices, fetch_order, coordinator=COORDINATOR
+    )
+    assert producer.ledger.open_now() == [] and consumer.ledger.open_now() == []
+
+
+# -- the drop-in clients ------------------------------------------------------------------------
+
+
+def test_proposed_clients_lose_nothing_and_hold_the_expected_sockets(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    cluster = kafka_cluster
+    cluster.create_topic_with_leaders("proposed", LEADERS)
+    group = cluster.group_for_coordinator(COORDINATOR, prefix="proposed")
+    listeners = cluster.listeners()
+    # One bootstrap server, broker 1: the proposed policy adopts it as broker 1's data socket.
+    bootstrap = _first_server(cluster)
+
+    async def main() -> dict[str, Any]:
+        producer = ProposedProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            await _produce(producer, "proposed", "p")
+            producer_held = _held(producer.ledger)
+            await averify_against_kernel(producer.ledger, listeners)
+        finally:
+            await producer.stop()
+        await averify_against_kernel(producer.ledger, listeners)
+        consumer = ProposedConsumer(
+            "proposed",
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        t = time.monotonic()
+        await consumer.start()
+        try:
+            async with asyncio.timeout(30):
+                while not consumer.assignment():
+                    await consumer.getmany(timeout_ms=100)
+            joined = time.monotonic() - t
+            got = await _consume(consumer, RECORDS)
+            await consumer.commit()
+            committed = await _committed(consumer, "proposed")
+            consumer_held = _held(consumer.ledger)
+            await averify_against_kernel(consumer.ledger, listeners)
+            live = kernel_connections(listeners.values()).total()
+        finally:
+            await consumer.stop()
+        await averify_against_kernel(consumer.ledger, listeners)
+        return {
+            "producer": producer,
+            "consumer": consumer,
+            "producer_held": producer_held,
+            "consumer_held": consumer_held,
+            "got": got,
+            "committed": committed,
+            "joined": joined,
+            "live": live,
+        }
+
+    r = asyncio.run(main())
+    producer: ProposedProducer = r["producer"]
+    consumer: ProposedConsumer = r["consumer"]
+    for name, client, held in (
+        ("producer", producer, r["producer_held"]),
+        ("consumer", consumer, r["consumer_held"]),
+    ):
+        ledger = client.ledger
+        print(f"\nproposed {name} dials: {ledger.dials()}")
+        print(f"proposed {name} held while running: {sorted(_short(list(held)), key=str)}")
+        summary = ledger.summary()
+        roles = {
+            role: counts
+            for role, counts in summary["by_role"].items()
+            if counts["opened"] or counts["handshakes_avoided"]
+        }
+        print(
+            f"proposed {name} summary: opened {summary['opened']}, peak {summary['peak']}, "
+            f"steady {summary['steady']}, by role {roles}"
+        )
+    print(f"proposed consumer joined its group in {r['joined']:.2f}s")
+    _assert_exactly_once(r["got"], "p")
+    assert r["committed"] == [RECORDS // 3] * 3
+    assert r["producer_held"] == {(1, Role.DATA), (2, Role.DATA), (3, Role.DATA)}
+    assert producer.ledger.opened_count == 3
+    # Bootstrap adopted as broker 1's data connection, the coordinator (3) on its own socket,
+    # data connections to the other leaders: 4 sockets, 4 dials.
+    assert r["consumer_held"] == {
+        (1, Role.DATA),
+        (2, Role.DATA),
+        (3, Role.DATA),
+        (3, Role.COORDINATION),
+    }
+    assert consumer.ledger.opened_count == 4
+    assert r["live"] == 4
+    assert producer.ledger.open_now() == [] and consumer.ledger.open_now() == []
+
+
+# -- what needs no cluster ----------------------------------------------------------------------
+
+
+def test_java_string_hash_and_offsets_partition() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("a") == 97
+    assert java_string_hash("g-0") == 100426
+    assert java_string_hash("\N{GRINNING FACE}") == 0xD83D * 31 + 0xDE00  # two UTF-16 units
+    # "polygenelubricants".hashCode() is Integer.MIN_VALUE; Kafka's Utils.abs makes that 0.
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert offsets_partition_for("polygenelubricants", 7) == 0
+    assert java_string_hash("zzzzzzzzzz") < 0  # overflows to negative, as in Java
+    assert offsets_partition_for("zzzzzzzzzz", 50) == abs(java_string_hash("zzzzzzzzzz")) % 50
+
+
+def test_missing_maven_names_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached classpath to fall back on
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(MissingTool, match=r"`mvn` is not on PATH: install Apache Maven"):
+        resolve_broker_classpath()
+    with pytest.raises(MissingTool, match=r"`java` is not on PATH: install a Java 17\+"):
+        KafkaCluster(1).start()
+
+
+def _pom(tmp_path: Path, version: str, packaging: str = "pom") -> Path:
+    pom = tmp_path / "pom.xml"
+    pom.write_text(
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>t</groupId><artifactId>t</artifactId><version>1</version>"
+        f"<packaging>{packaging}</packaging>"
+        f"<properties><kafka.version>{version}</kafka.version></properties></project>",
+        encoding="utf-8",
+    )
+    return pom
+
+
+def test_maven_failure_and_version_mismatch_are_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(RealKafkaError, match=r"pins kafka\.version='0\.1' but"):
+        resolve_broker_classpath(pom=_pom(tmp_path, "0.1"))
+    # An unknown packaging fails inside Maven at once, without touching the network.
+    with pytest.raises(RealKafkaError, match=r"Maven failed \(exit 1\)(.|\n)*bogus"):
+        resolve_broker_classpath(pom=_pom(tmp_path, KAFKA_VERSION, packaging="bogus"))
+
+
+def test_classpath_is_cached_by_pom_hash() -> None:
+    t = time.monotonic()
+    first = resolve_broker_classpath()
+    cached = time.monotonic() - t
+    print(f"\ncached classpath read in {cached * 1000:.1f}ms ({len(first)} jars)")
+    assert Path(first[0]).name == f"kafka_2.13-{KAFKA_VERSION}.jar"
+    assert resolve_broker_classpath() == first
+    assert any(Path(e).name.startswith("log4j-slf4j-impl") for e in first)
+    assert cached < 1.0  # read from the cache: no Maven run
+
+
+# -- failures of a node, and the CLI ------------------------------------------------------------
+
+
+def test_a_port_taken_twice_is_reported_with_the_node_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that cannot bind dies during start; start retries once, then reports it."""
+    import socket
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        attempts: list[list[int]] = []
+        original = realkafka._reserve_ports
+
+        def reserve(count: int) -> list[int]:
+            ports = [taken, *original(count - 1)]
+            attempts.append(ports)
+            return ports
+
+        monkeypatch.setattr(realkafka, "_reserve_ports", reserve)
+        cluster = KafkaCluster(1)
+        t = time.monotonic()
+        with pytest.raises(RealKafkaError, match=f"could not bind port {taken}") as caught:
+            cluster.start(timeout_s=60)
+        print(f"\nport clash reported after {time.monotonic() - t:.2f}s, 2 attempts")
+    assert len(attempts) == 2
+    assert "server.log" in str(caught.value) or "stdout.log" in str(caught.value)
+    assert cluster.workdir is None
+    assert not set(cluster.pids().values()) & {p.pid for p in java_children()}
+    cluster.stop()  # idempotent after a failed start
+
+
+def test_cli_starts_creates_topics_and_tears_down(capsys: pytest.CaptureFixture[str]) -> None:
+    t = time.monotonic()
+    assert cluster_command(["--brokers", "1", "--topic", "t=1,1", "--hold", "0"]) == 0
+    out = capsys.readouterr().out
+    print(f"\n{out}cli round trip {time.monotonic() - t:.2f}s")
+    assert "bootstrap servers: 127.0.0.1:" in out
+    assert f"started 1 Kafka {KAFKA_VERSION} brokers in" in out
+    assert "topic t: partition leaders {0: 1, 1: 1}" in out
+    assert "stopped in" in out
+
+
+def test_cli_usage_errors_return_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cluster_command(["--topic", "t=1,9"]) == 2
+    assert capsys.readouterr().err == (
+        "connmgr: error: --topic 't=1,9': no broker 9; the brokers are [1, 2, 3]\n"
+    )
+    assert cluster_command(["--brokers", "0"]) == 2
+    assert "brokers must be an int in 1..9" in capsys.readouterr().err
+    assert cluster_command(["--hold", "x"]) == 2
+    assert capsys.readouterr().err.startswith("connmgr: error: argument --hold")
+    assert cluster_command(["--help"]) == 0
+    assert "--topic NAME=LEADER,LEADER,..." in capsys.readouterr().out
+
+
+# -- last: tear-down ----------------------------------------------------------------------------
+
+
+def test_stop_leaves_no_java_process_no_socket_and_no_temp_dir(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """Runs last (file order): stops the session's cluster; the fixture's stop is then a no-op."""
+    workdir = kafka_cluster.workdir
+    assert workdir is not None and workdir.is_dir()
+    listeners = kafka_cluster.listeners()
+    t = time.monotonic()
+    kafka_cluster.stop()
+    print(f"\nstop took {time.monotonic() - t:.2f}s")
+    assert java_children() == []
+    assert not workdir.exists()
+    assert kernel_connections(listeners.values()).total() == 0
+    kafka_cluster.stop()  # idempotent
+    assert "stopped" in repr(kafka_cluster)
+    with pytest.raises(RealKafkaError, match="not running"):
+        kafka_cluster.create_topic_with_leaders("late", [1])
