@@ -13,7 +13,9 @@ import sys
 from collections.abc import Sequence
 
 from connmgr import __version__, javalog
+from connmgr.core.identity import COORDINATOR_ID_BASE, Role
 from connmgr.errors import ConfigError, ConnMgrError
+from connmgr.ledger import ConnectionLedger
 from connmgr.policies import POLICIES
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import POLICY_OPTIONS, simulate
@@ -73,22 +75,37 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--java-log", action="store_true", help="the run as Java client log lines")
     run = sub.add_parser(
         "run",
-        help="run a real aiokafka client through a scenario on an embedded cluster",
+        help="run a real client (aiokafka or Java) through a scenario on an embedded cluster",
         description=(
             "Start a fresh embedded multi-broker cluster (librdkafka's mock cluster) shaped "
             "like SCENARIO, run a real aiokafka producer or group consumer through it, and "
             "report its connections (from the client's own hooks, checked against the "
             "kernel's socket table) with the same fields as `connmgr simulate`, plus "
             "records_sent, records_acked and records_consumed. --client aiokafka is stock "
-            "aiokafka; --client proposed has the proposed policy inside. Run-only --set keys: "
+            "aiokafka; --client proposed has the proposed policy inside; --client java runs "
+            "the real Java client (--kafka-clients VERSION) in a JVM, accounted from its "
+            "NetworkClient log, its own metrics and the kernel. Run-only --set keys: "
             "records (300), settle_ms (4000: wait before measuring the steady state), "
             "idempotent (0/1)."
         ),
     )
     run.add_argument("scenario", metavar="SCENARIO")
-    run.add_argument("--client", required=True, choices=["aiokafka", "proposed"])
+    run.add_argument("--client", required=True, choices=["aiokafka", "proposed", "java"])
+    run.add_argument(
+        "--kafka-clients",
+        metavar="VERSION",
+        help="with --client java: the org.apache.kafka:kafka-clients release to run, e.g. "
+        "2.1.0 or 4.4.0 (built with Maven on first use, cached outside the project)",
+    )
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE")
-    run.add_argument("--json", action="store_true", help="the whole run as JSON")
+    run_out = run.add_mutually_exclusive_group()
+    run_out.add_argument("--json", action="store_true", help="the whole run as JSON")
+    run_out.add_argument(
+        "--java-log",
+        action="store_true",
+        help="the run's connection lines in the Java client's log format (for --client java, "
+        "its own NetworkClient lines)",
+    )
     return parser
 
 
@@ -109,6 +126,27 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+def ledger_log_events(ledger: ConnectionLedger) -> list[tuple[float, str, str, int, int, str]]:
+    """A real client's ledger as (t_ms, kind, host, port, node id, reason) rows for
+    :func:`connmgr.javalog.render_events`."""
+    rows: list[tuple[float, str, str, int, int, str]] = []
+    node_of: dict[int, int] = {}
+    for e in ledger.entries:
+        if e.kind in ("open", "adopt"):
+            if e.role is Role.BOOTSTRAP:
+                node = -(1 + sum(1 for n in node_of.values() if n < 0))
+            elif e.role is Role.COORDINATION and e.broker is not None:
+                node = COORDINATOR_ID_BASE - e.broker
+            else:
+                node = e.broker if e.broker is not None else -1
+            node_of[e.conn_id] = node
+            if e.kind == "open":
+                rows.append((e.t_ms, "connect", e.host, e.port, node, ""))
+        elif e.kind in ("close", "failed"):
+            rows.append((e.t_ms, "close", e.host, e.port, node_of.get(e.conn_id, -1), e.reason))
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -125,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.json:
                 json.dump(result.as_json(), sys.stdout, indent=1)
                 print()
-            elif args.java_log:
+            elif getattr(args, "java_log", False):
                 client = "producer" if "producer" in args.scenario else "consumer"
                 for line in javalog.render_events(client, java_log_events(result)):
                     print(line)
@@ -146,8 +184,26 @@ def _run(args: argparse.Namespace) -> int:
 
     from connmgr.realrun import run_real  # imports aiokafka: only when needed
 
-    real = asyncio.run(run_real(args.scenario, args.client, parse_settings(args.settings)))
+    real = asyncio.run(
+        run_real(
+            args.scenario,
+            args.client,
+            parse_settings(args.settings),
+            kafka_clients=args.kafka_clients,
+        )
+    )
     data = real.as_json()
+    if args.java_log:
+        if real.java_log is not None:
+            with open(real.java_log) as log:
+                for line in log:
+                    if javalog.parse_connection_event(line) is not None:
+                        print(line.rstrip("\n"))
+        else:
+            kind = "producer" if real.spec.client.value == "producer" else "consumer"
+            for line in javalog.render_events(kind, ledger_log_events(real.ledger)):
+                print(line)
+        return 0
     if args.json:
         json.dump(data, sys.stdout, indent=1)
         print()

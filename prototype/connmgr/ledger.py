@@ -67,6 +67,24 @@ class ConnectionLedger:
             LedgerEntry(t_ms, kind, conn_id, last.host, last.port, last.broker, last.role, reason)
         )
 
+    def until(self, t_ms: float) -> ConnectionLedger:
+        """The ledger as it stood at ``t_ms`` (entries up to and including that time)."""
+        early = ConnectionLedger()
+        for e in self.entries:
+            if e.t_ms > t_ms:
+                break
+            if e.kind == "open":
+                early.opened(e.t_ms, e.conn_id, e.host, e.port, e.broker, e.role)
+            elif e.kind == "established":
+                early.established(e.t_ms, e.conn_id)
+            elif e.kind == "failed":
+                early.failed(e.t_ms, e.conn_id, e.reason)
+            elif e.kind == "close":
+                early.closed(e.t_ms, e.conn_id, e.reason)
+            elif e.kind == "adopt" and e.broker is not None:
+                early.adopted(e.t_ms, e.conn_id, e.broker, e.role)
+        return early
+
     # --- views ---------------------------------------------------------------------------
 
     def open_now(self) -> list[LedgerEntry]:

@@ -646,8 +646,8 @@ class PhaseReport:
 @dataclass(frozen=True)
 class JavaRun(Generic[T]):
     """Everything one probe run produced. ``events`` is the log's connection events (all of
-    them; ``connections`` is the same log through the older
-    :func:`connmgr.javalog.parse_connections`, which skips 4.4's ``+B`` coordinator ids).
+    them; ``connections`` is the dials alone through :func:`connmgr.javalog.parse_connections`,
+    which gives 4.4's ``+B`` coordinator ids as the classic ``2147483647 - B``).
     ``ledger`` covers the whole run, closing at client close whatever was still open; the
     ``*_account`` fields count the log up to the steady line, up to the release (the end of
     the caller's sample) and to the end."""

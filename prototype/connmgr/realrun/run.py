@@ -20,15 +20,22 @@ from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
+from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger
 from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
-from connmgr.realrun.workloads import produce_fixture, run_consumer, run_producer
+from connmgr.realrun.workloads import (
+    java_needs_compat,
+    produce_fixture,
+    run_consumer,
+    run_java,
+    run_producer,
+)
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import prepare, run_spec
 from connmgr.sim.scenarios import ScenarioSpec, on_cluster
 
-CLIENTS = ("aiokafka", "proposed")
+CLIENTS = ("aiokafka", "proposed", "java")
 RUN_OPTIONS: dict[str, int] = {"records": 300, "settle_ms": 4_000, "idempotent": 0}
 """Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
 workload before measuring the steady state, and whether the producer is idempotent."""
@@ -53,6 +60,8 @@ class RealRun:
     steady_summary: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     policy_settings: dict[str, str] = field(default_factory=dict)
+    java_log: str | None = None
+    """The Java client's NetworkClient log, for ``--client java``."""
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -130,6 +139,20 @@ def _split(scenario: str, settings: Mapping[str, str]) -> tuple[dict[str, str], 
     return rest, run_options
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """One real run, decided: what runs where, with which settings."""
+
+    scenario: str
+    client: str
+    spec: ScenarioSpec
+    policy_settings: dict[str, str]
+    seed: int
+    options: Mapping[str, int]
+    verify: bool
+    kafka_clients: str | None
+
+
 async def run_real(
     scenario: str,
     client: str,
@@ -137,28 +160,37 @@ async def run_real(
     *,
     verify_kernel: bool = True,
     cluster: ClusterBackend | None = None,
+    kafka_clients: str | None = None,
 ) -> RealRun:
-    """Run ``client`` ("aiokafka" or "proposed") through ``scenario``: on a fresh embedded
-    cluster, or on ``cluster`` (a real Kafka cluster shared between runs)."""
+    """Run ``client`` ("aiokafka", "proposed", or "java" with ``kafka_clients`` = the
+    kafka-clients version) through ``scenario``: on a fresh embedded cluster, or on
+    ``cluster`` (a real Kafka cluster shared between runs)."""
     if client not in CLIENTS:
         raise ConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+    if (client == "java") != (kafka_clients is not None):
+        raise ConfigError("--kafka-clients VERSION goes with --client java, and only with it")
     rest, options = _split(scenario, settings or {})
     spec, policy_settings, seed = prepare(scenario, rest)
-    if client == "aiokafka" and set(policy_settings) - STOCK_OPTIONS:
+    if client != "proposed" and set(policy_settings) - STOCK_OPTIONS:
         raise ConfigError(
-            f"stock aiokafka takes no policy options ({', '.join(sorted(policy_settings))})"
+            f"{client} takes no policy options ({', '.join(sorted(policy_settings))})"
         )
     unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
     if unknown:
         raise ConfigError(f"options {sorted(unknown)} cannot be set on a real client")
+    plan = RunPlan(
+        scenario, client, spec, dict(policy_settings), seed, options, verify_kernel, kafka_clients
+    )
     if cluster is not None:
-        return await _run_on(
-            cluster, scenario, client, spec, policy_settings, seed, options, verify_kernel
-        )
+        return await _run_on(cluster, plan)
     with MockCluster(len(spec.cluster.brokers), group_initial_rebalance_delay_ms=0) as mock:
-        return await _run_on(
-            MockBackend(mock), scenario, client, spec, policy_settings, seed, options, verify_kernel
-        )
+        if kafka_clients is not None and java_needs_compat(kafka_clients):
+            proxy = MockCompatShim(mock, MOCK_PARSE_CAPS)
+            try:
+                return await _run_on(MockBackend(mock), plan)
+            finally:
+                proxy.close()
+        return await _run_on(MockBackend(mock), plan)
 
 
 def place_scenario(
@@ -187,35 +219,28 @@ def place_scenario(
     return real_spec, idmap
 
 
-async def _run_on(
-    backend: ClusterBackend,
-    scenario: str,
-    client: str,
-    spec: ScenarioSpec,
-    policy_settings: dict[str, str],
-    seed: int,
-    options: Mapping[str, int],
-    verify: bool,
-) -> RealRun:
-    real_spec, idmap = place_scenario(backend, spec, seed)
+async def _run_on(backend: ClusterBackend, plan: RunPlan) -> RealRun:
+    real_spec, idmap = place_scenario(backend, plan.spec, plan.seed)
     run = RealRun(
-        scenario,
-        client,
-        seed,
+        plan.scenario,
+        plan.client,
+        plan.seed,
         ConnectionLedger(),
         real_spec,
         idmap,
-        policy_settings=dict(policy_settings),
+        policy_settings=plan.policy_settings,
     )
     bootstrap = ",".join(str(e) for e in real_spec.bootstrap)
     if real_spec.client is ClientKind.CONSUMER:
-        await produce_fixture(bootstrap, real_spec, options["records"])
+        await produce_fixture(bootstrap, real_spec, plan.options["records"])
     backend.clear_requests()
     started = time.perf_counter()
-    if real_spec.client is ClientKind.PRODUCER:
-        await run_producer(run, backend, bootstrap, options, policy_settings, verify)
+    if plan.kafka_clients is not None:
+        await run_java(run, backend, bootstrap, plan.options, plan.kafka_clients, plan.verify)
+    elif real_spec.client is ClientKind.PRODUCER:
+        await run_producer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
     else:
-        await run_consumer(run, backend, bootstrap, options, policy_settings, verify)
+        await run_consumer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
     run.wall_s = time.perf_counter() - started
     run.requests = backend.requests()
     return run

@@ -5,15 +5,17 @@ stop, and check the kernel agrees at each point."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiokafka import AIOKafkaProducer
 
 from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
+from connmgr.core.config import ClientKind
 from connmgr.errors import ConnMgrError
 from connmgr.realrun.backends import ClusterBackend
 from connmgr.sim.scenarios import ScenarioSpec, policy_config
@@ -151,3 +153,57 @@ async def run_consumer(
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
         )
+
+
+def java_needs_compat(version: str) -> bool:
+    """kafka-clients 3.x and later send request versions the embedded mock misparses."""
+    return int(version.split(".")[0]) >= 3
+
+
+async def run_java(
+    run: RealRun,
+    backend: ClusterBackend,
+    bootstrap: str,
+    options: Mapping[str, int],
+    version: str,
+    verify: bool,
+) -> None:
+    """The real Java client (kafka-clients ``version``) through the scenario, in the probe
+    JVM. Its ledger comes from its NetworkClient log; with ``verify`` the log, the client's
+    own connection metrics and the kernel's view of the JVM's sockets must agree."""
+    from connmgr.java import build_probe, default_extra, kernel_sampler, run_probe
+
+    spec = run.spec
+    if len(spec.topics) != 1:
+        raise RealRunError("the Java probe drives one topic per run")
+    kind: Literal["producer", "consumer"] = (
+        "producer" if spec.client is ClientKind.PRODUCER else "consumer"
+    )
+    build = await asyncio.to_thread(build_probe, version)
+    java = await asyncio.to_thread(
+        functools.partial(
+            run_probe,
+            build,
+            client=kind,
+            bootstrap=bootstrap,
+            topic=spec.topics[0],
+            partitions=len(spec.cluster.topics[spec.topics[0]]),
+            records=options["records"],
+            group=spec.group,
+            settle_ms=options["settle_ms"],
+            extra=default_extra(version, kind),
+            sample=kernel_sampler(backend.endpoints()),
+            verify=verify,
+        )
+    )
+    steady_ms = (java.steady.log_time - java.started_at).total_seconds() * 1000.0
+    run.ledger = java.ledger
+    run.steady_summary = java.ledger.until(steady_ms).summary()
+    run.records_sent = java.steady.records_sent
+    run.records_acked = java.steady.records_acked
+    run.records_consumed = java.steady.records_consumed
+    run.java_log = str(java.log_path)
+    if kind == "producer" and run.records_acked != run.records_sent:
+        raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
+    if kind == "consumer" and run.records_consumed != options["records"]:
+        raise RealRunError(f"consumed {run.records_consumed} of {options['records']} records")
