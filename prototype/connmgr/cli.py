@@ -3,6 +3,8 @@
 connmgr policies                      the policies and what each models
 connmgr scenarios                     the scenarios, their parameters and defaults
 connmgr simulate SCENARIO --policy P  one simulated run; --json or --java-log to see it all
+connmgr run SCENARIO --client C       a real client on a fresh embedded cluster
+connmgr cluster [...]                 a real 3-node Apache Kafka (KRaft) cluster on loopback
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"connmgr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("policies", help="list the connection policies")
+    sub.add_parser(
+        "cluster",
+        help="start a real 3-node Apache Kafka (KRaft) cluster on loopback (see cluster --help)",
+        add_help=False,
+    )
     sub.add_parser("scenarios", help="list the scenarios and their parameters")
     sim = sub.add_parser(
         "simulate",
@@ -148,6 +155,12 @@ def ledger_log_events(ledger: ConnectionLedger) -> list[tuple[float, str, str, i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["cluster"]:
+        # Its own parser (it starts JVMs): `connmgr cluster --help` explains.
+        from connmgr.realkafka_cli import cluster_command
+
+        return cluster_command(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "policies":

@@ -271,3 +271,19 @@ def parse_connection_events(lines: Iterable[str]) -> list[LoggedConnectionEvent]
 def parse_log_time(text: str) -> datetime:
     """A timestamp in the log's own format (``2019-05-27 10:00:54,142``), as a naive datetime."""
     return _stamp(text)
+
+
+_PICK = re.compile(
+    _STAMP + r".*?\bFound least loaded node " + _NODE_ANY + r" with no active connection"
+)
+
+
+def parse_least_loaded_picks(lines: Iterable[str]) -> list[int]:
+    """The node ids ``leastLoadedNode`` returned *with no active connection* (TRACE lines), in
+    order: the random choices a Java client made, to replay in its model."""
+    picks = []
+    for line in lines:
+        m = _PICK.search(line)
+        if m:
+            picks.append(node_id_of(m["id"]))
+    return picks

@@ -445,12 +445,18 @@ class _Node:
                 parts.append(f"  {path.name}:\n{_tail(text, lines)}")
         return "\n".join(parts) or "  (no output or log)"
 
-    def bind_failure(self) -> bool:
+    def bind_failure(self) -> str | None:
+        """``host:port`` the node's log says it failed to bind, or None (read after exit)."""
         text = ""
         for path in (self.stdout_file, self.log_file):
             with contextlib.suppress(OSError):
                 text += path.read_text(encoding="utf-8", errors="replace")
-        return "Address already in use" in text or "BindException" in text
+        match = re.search(r"failed to bind to (\S+?):(\d+)", text)
+        if match:
+            return f"{match[1]}:{match[2]}"
+        if "Address already in use" in text or "BindException" in text:
+            return f"{HOST}:{self.port} or {HOST}:{self.controller_port}"
+        return None
 
 
 @dataclass
@@ -465,8 +471,13 @@ class _Resources:
         """Stop the processes and remove the work directory; the pids that needed SIGKILL."""
         killed = _terminate(self.processes, timeout_s)
         self.processes = []
-        if self.workdir is not None and not self.keep_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir is not None:
+            if self.keep_workdir:
+                # Kept for reading: without an owner file the reaper leaves it alone.
+                with contextlib.suppress(FileNotFoundError):
+                    (self.workdir / _OWNER_FILE).unlink()
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir = None
         return killed
 
@@ -845,8 +856,8 @@ class KafkaCluster:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=node.directory,
-                # Own session: a Ctrl-C in the terminal reaches us, and we stop the nodes in
-                # order, instead of every JVM dying at once under our feet.
+                # Own session: a terminal's Ctrl-C reaches only us, and we stop the nodes
+                # (SIGTERM, then the data removed) instead of every JVM dying on its own.
                 start_new_session=True,
             )
 
@@ -911,10 +922,11 @@ class KafkaCluster:
             code = node.process.poll()
             if code is None:
                 continue
-            if node.bind_failure():
+            address = node.bind_failure()
+            if address is not None:
                 raise _PortTaken(
-                    f"node {node.node_id} could not bind port {node.port} or "
-                    f"{node.controller_port} on {HOST} (address already in use):\n{node.tail()}"
+                    f"node {node.node_id} could not bind {address}: address already in use "
+                    f"(another process took it after it was reserved):\n{node.tail()}"
                 )
             raise RealKafkaError(
                 f"Kafka node {node.node_id} exited with code {code}"

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from connmgr import realkafka
@@ -419,14 +424,16 @@ def test_a_port_taken_twice_is_reported_with_the_node_log(monkeypatch: pytest.Mo
         original = realkafka._reserve_ports
 
         def reserve(count: int) -> list[int]:
-            ports = [taken, *original(count - 1)]
+            ports = [*original(count - 1), taken]  # the last node's controller port
             attempts.append(ports)
             return ports
 
         monkeypatch.setattr(realkafka, "_reserve_ports", reserve)
         cluster = KafkaCluster(1)
         t = time.monotonic()
-        with pytest.raises(RealKafkaError, match=f"could not bind port {taken}") as caught:
+        with pytest.raises(
+            RealKafkaError, match=f"could not bind 127.0.0.1:{taken}: address already in use"
+        ) as caught:
             cluster.start(timeout_s=60)
         print(f"\nport clash reported after {time.monotonic() - t:.2f}s, 2 attempts")
     assert len(attempts) == 2
@@ -434,6 +441,62 @@ def test_a_port_taken_twice_is_reported_with_the_node_log(monkeypatch: pytest.Mo
     assert cluster.workdir is None
     assert not set(cluster.pids().values()) & {p.pid for p in java_children()}
     cluster.stop()  # idempotent after a failed start
+
+
+def test_a_start_timeout_is_reported_and_cleaned_up() -> None:
+    cluster = KafkaCluster(1)
+    # No JVM formats and starts a broker in a second: one of the two deadlines must trip.
+    with pytest.raises(RealKafkaError, match=r"timed out waiting|took over"):
+        cluster.start(timeout_s=1.0)
+    assert cluster.workdir is None
+    assert not set(cluster.pids().values()) & {p.pid for p in java_children()}
+    assert "state=failed" in repr(cluster)
+
+
+_CHILD = """
+import json, os, sys
+from connmgr.realkafka import KafkaCluster
+cluster = KafkaCluster(1).start()
+print(json.dumps({"pids": list(cluster.pids().values()), "workdir": str(cluster.workdir)}))
+sys.stdout.flush()
+if sys.argv[1] == "crash":
+    os._exit(0)  # no atexit, no finalizers: the broker is orphaned
+"""
+
+
+def _child_cluster(mode: str) -> tuple[list[psutil.Process], Path]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    started = json.loads(done.stdout.strip().splitlines()[-1])
+    processes = []
+    for pid in started["pids"]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                processes.append(process)
+    return processes, Path(started["workdir"])
+
+
+def test_interpreter_exit_stops_a_cluster_nobody_stopped() -> None:
+    alive, workdir = _child_cluster("exit")
+    assert alive == []
+    assert not workdir.exists()
+
+
+def test_the_next_start_reaps_a_cluster_whose_owner_died() -> None:
+    alive, workdir = _child_cluster("crash")
+    try:
+        assert len(alive) == 1 and workdir.is_dir()  # orphaned, still running
+        assert any(str(workdir) in part for part in alive[0].cmdline())
+    finally:
+        # What KafkaCluster.start() runs first; called directly to spare a start-up.
+        reaped = realkafka._reap_orphans(workdir.parent)
+    assert workdir in reaped
+    assert not workdir.exists()
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert alive[0].status() == psutil.STATUS_ZOMBIE  # dead, awaiting its new parent
 
 
 def test_cli_starts_creates_topics_and_tears_down(capsys: pytest.CaptureFixture[str]) -> None:
@@ -470,9 +533,8 @@ def test_stop_leaves_no_java_process_no_socket_and_no_temp_dir(
     workdir = kafka_cluster.workdir
     assert workdir is not None and workdir.is_dir()
     listeners = kafka_cluster.listeners()
-    t = time.monotonic()
     kafka_cluster.stop()
-    print(f"\nstop took {time.monotonic() - t:.2f}s")
+    print(f"\nstop took {kafka_cluster.stop_seconds:.2f}s, SIGKILLed: {kafka_cluster.killed}")
     assert java_children() == []
     assert not workdir.exists()
     assert kernel_connections(listeners.values()).total() == 0

@@ -171,6 +171,10 @@ class Policy(ABC):
     """The client library whose request pattern hosts this policy: "java" or "aiokafka".
     The simulator uses it for behaviour that is the library's, not the connection policy's
     (aiokafka's bootstrap metadata request names no topics, so a second one follows)."""
+    find_coordinator_with_first_metadata: ClassVar[bool] = False
+    """Whether the hosting consumer sends FindCoordinator together with its first metadata
+    request (the 2019 Java consumer log) rather than after the response (kafka-clients 4.x,
+    aiokafka)."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         self.config = config

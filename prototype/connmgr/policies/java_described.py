@@ -27,6 +27,7 @@ from connmgr.policies.java_today import JavaTodayPolicy
 class JavaDescribedPolicy(JavaTodayPolicy):
     name: ClassVar[str] = "java-described"
     summary: ClassVar[str] = "Java client as the 2019 articles describe it (2.1: P1-P6, C1-C6)"
+    find_coordinator_with_first_metadata: ClassVar[bool] = True
 
     _first_bootstrap: Connection | None = None
 

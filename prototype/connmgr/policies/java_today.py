@@ -9,6 +9,16 @@
   already CONNECTING, then one it could dial. While one dial is under way it starts no other.
 * The group coordinator is a separate node ``2147483647 - brokerId`` with its own socket.
 * A producer fetches metadata right after construction (since 2.2); a consumer on first poll.
+  A consumer looks the coordinator up after its first metadata response (measured with
+  kafka-clients 4.4.0: by then the bootstrap node is out of the scanned list, so a random broker
+  is dialled for FindCoordinator).
+* Callers that pick a node and dial it on the next poll loop (the producer's transaction
+  manager for InitProducerId, the consumer's coordinator lookup) do not see each other's
+  picks: two picks made before any dial can open two bootstrap connections (measured with
+  4.4.0: InitProducerId and the first metadata request on -2 and -3). The metadata updater
+  dials its pick at once.
+* ``replay_choices``: the node ids a recorded run's ``leastLoadedNode`` returned "with no
+  active connection" (TRACE log), replayed in order instead of the random offset.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from typing import ClassVar
 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.endpoint import Endpoint
+from connmgr.core.events import Api
 from connmgr.core.identity import (
     BootstrapNode,
     BrokerNode,
@@ -37,6 +48,9 @@ from connmgr.core.policy import (
 )
 from connmgr.core.state import ConnState
 
+POLL_LOOP_MS = 0.01
+"""How soon the next poll loop runs, for picks dialled there (any positive value will do)."""
+
 
 class JavaTodayPolicy(Policy):
     name: ClassVar[str] = "java-today"
@@ -46,6 +60,10 @@ class JavaTodayPolicy(Policy):
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
         self._pinned_offset = self.config.bootstrap_offset
+        self._replayed = 0
+        self._picked: dict[int, tuple[NodeIdentity, Endpoint, float]] = {}
+        """Requests whose node was picked at a time and is dialled on the next poll loop: at
+        the next instant, after every pick of this instant was made."""
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return client_is_producer
@@ -88,7 +106,26 @@ class JavaTodayPolicy(Policy):
                 and not self.in_backoff(ConnectionKey(endpoint, node, Purpose.DATA))
             ):
                 dialable = (node, endpoint)
+        if best is None and connecting is None and dialable is not None:
+            dialable = self._replayed_pick(nodes) or dialable
         return best or connecting or dialable
+
+    def _replayed_pick(
+        self, nodes: list[tuple[NodeIdentity, Endpoint]]
+    ) -> tuple[NodeIdentity, Endpoint] | None:
+        replay = self.config.replay_choices
+        while self._replayed < len(replay):
+            wanted = replay[self._replayed]
+            self._replayed += 1
+            for node, endpoint in nodes:
+                if node.java_id == wanted:
+                    return node, endpoint
+        return None
+
+    def next_deadline(self) -> float | None:
+        if not self._picked:
+            return None
+        return min(at for _, _, at in self._picked.values()) + POLL_LOOP_MS
 
     def connection_for(
         self, node: NodeIdentity, endpoint: Endpoint, purpose: Purpose
@@ -104,8 +141,18 @@ class JavaTodayPolicy(Policy):
     def place(self, request: Request) -> Connection | None:
         target = request.target
         if isinstance(target, ToBootstrap | ToAnyNode):
+            picked = self._picked.get(request.request_id)
+            if picked is not None:
+                if picked[2] >= self.now_ms:
+                    return None
+                del self._picked[request.request_id]
+                return self.connection_for(picked[0], picked[1], Purpose.DATA)
             choice = self.least_loaded_node()
             if choice is None:
+                return None
+            needs_dial = self.live_for_node(choice[0], Purpose.DATA) is None
+            if needs_dial and request.api is not Api.METADATA:
+                self._picked[request.request_id] = (*choice, self.now_ms)
                 return None
             return self.connection_for(choice[0], choice[1], Purpose.DATA)
         if self.metadata is None:

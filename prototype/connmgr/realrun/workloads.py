@@ -5,6 +5,7 @@ stop, and check the kernel agrees at each point."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.config import ClientKind
 from connmgr.errors import ConnMgrError
+from connmgr.javalog import parse_least_loaded_picks
 from connmgr.realrun.backends import ClusterBackend
 from connmgr.sim.scenarios import ScenarioSpec, policy_config
 
@@ -203,6 +205,11 @@ async def run_java(
     run.records_acked = java.steady.records_acked
     run.records_consumed = java.steady.records_consumed
     run.java_log = str(java.log_path)
+    with open(java.log_path) as log:
+        run.choices = [("least_loaded", node) for node in parse_least_loaded_picks(log)]
+    if kind == "producer" and int(version.split(".")[0]) >= 3:
+        # enable.idempotence defaults to true since kafka-clients 3.0: model it so.
+        run.spec = dataclasses.replace(spec, idempotent=True)
     if kind == "producer" and run.records_acked != run.records_sent:
         raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
     if kind == "consumer" and run.records_consumed != options["records"]:

@@ -53,9 +53,13 @@ class ClientModel:
     # --- lifecycle -----------------------------------------------------------------------
 
     def start(self, bootstrap_now: bool) -> None:
+        self.on_start()
         if bootstrap_now:
             self.request_metadata()
         self.sim.at(self.first_op_ms, self._first_op)
+
+    def on_start(self) -> None:
+        """The client was constructed or started (before any metadata request)."""
 
     def _first_op(self) -> None:
         self.ops_started = True
@@ -154,6 +158,13 @@ class ProducerModel(ClientModel):
         self._have_pid = not idempotent
         self._pid_requested = False
 
+    def on_start(self) -> None:
+        # The Java producer's transaction manager asks for a producer id as soon as the sender
+        # runs, before the first metadata request; aiokafka's sender waits for metadata.
+        if self.idempotent and self.sim.policy.library == "java":
+            self._pid_requested = True
+            self.sim.send_any(Api.INIT_PRODUCER_ID)
+
     def on_ready(self) -> None:
         if self.idempotent and not self._pid_requested:
             self._pid_requested = True
@@ -173,7 +184,8 @@ class ProducerModel(ClientModel):
     def on_response(self, req: SimRequest, ok: bool) -> None:
         if req.api is Api.INIT_PRODUCER_ID:
             self._have_pid = True
-            self.on_ready()
+            if self.md is not None and self.ops_started:
+                self.on_ready()
             return
         if req.api is Api.PRODUCE and req.broker_id is not None:
             self._in_flight.discard(req.broker_id)
@@ -208,7 +220,7 @@ class ConsumerModel(ClientModel):
         # The Java consumer's first poll sends FindCoordinator alongside the first metadata
         # request (both on the bootstrap node in fixtures/java-consumer-2019.log); aiokafka
         # looks the coordinator up on a random known broker, so only after metadata.
-        if self.sim.policy.library == "java":
+        if self.sim.policy.find_coordinator_with_first_metadata:
             self._find_coordinator()
 
     def on_ready(self) -> None:
