@@ -523,22 +523,22 @@ def test_cli_usage_errors_return_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--topic NAME=LEADER,LEADER,..." in capsys.readouterr().out
 
 
-# -- last: tear-down ----------------------------------------------------------------------------
+# -- tear-down ----------------------------------------------------------------------------------
 
 
-def test_stop_leaves_no_java_process_no_socket_and_no_temp_dir(
-    kafka_cluster: KafkaCluster,
-) -> None:
-    """Runs last (file order): stops the session's cluster; the fixture's stop is then a no-op."""
-    workdir = kafka_cluster.workdir
+def test_stop_leaves_no_java_process_no_socket_and_no_temp_dir() -> None:
+    """On a cluster of its own: the session's shared cluster stays up for the other tests."""
+    cluster = KafkaCluster(brokers=1).start(timeout_s=120)
+    workdir = cluster.workdir
     assert workdir is not None and workdir.is_dir()
-    listeners = kafka_cluster.listeners()
-    kafka_cluster.stop()
-    print(f"\nstop took {kafka_cluster.stop_seconds:.2f}s, SIGKILLed: {kafka_cluster.killed}")
-    assert java_children() == []
+    listeners = cluster.listeners()
+    pids = set(cluster.pids().values())
+    cluster.stop()
+    print(f"\nstop took {cluster.stop_seconds:.2f}s, SIGKILLed: {cluster.killed}")
+    assert not pids & {p.pid for p in java_children()}
     assert not workdir.exists()
     assert kernel_connections(listeners.values()).total() == 0
-    kafka_cluster.stop()  # idempotent
-    assert "stopped" in repr(kafka_cluster)
+    cluster.stop()  # idempotent
+    assert "stopped" in repr(cluster)
     with pytest.raises(RealKafkaError, match="not running"):
-        kafka_cluster.create_topic_with_leaders("late", [1])
+        cluster.create_topic_with_leaders("late", [1])

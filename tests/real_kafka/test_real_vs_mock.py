@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 import pytest
-
 from connmgr.realkafka import KafkaCluster
 from connmgr.realrun import RealRun, run_real
 from connmgr.realrun.backends import KafkaBackend
@@ -26,9 +25,7 @@ CASES = [
 
 def counts(run: RealRun) -> dict[str, Any]:
     summary = run.steady_summary
-    roles = {
-        role: (c["opened"], c["open_at_end"]) for role, c in summary["by_role"].items()
-    }
+    roles = {role: (c["opened"], c["open_at_end"]) for role, c in summary["by_role"].items()}
     return {"opened": summary["opened"], "steady": summary["steady"], "roles": roles}
 
 
@@ -36,8 +33,11 @@ def counts(run: RealRun) -> dict[str, Any]:
 def test_counts_agree_with_the_mock(
     kafka_cluster: KafkaCluster, scenario: str, client: str, version: str | None
 ) -> None:
-    real = asyncio.run(run_real(scenario, client, SETTINGS, cluster=KafkaBackend(kafka_cluster),
-                                kafka_clients=version))
+    real = asyncio.run(
+        run_real(
+            scenario, client, SETTINGS, cluster=KafkaBackend(kafka_cluster), kafka_clients=version
+        )
+    )
     mock = asyncio.run(run_real(scenario, client, SETTINGS, kafka_clients=version))
     print(scenario, client, version, "real Kafka", counts(real), "mock", counts(mock))
     for run in (real, mock):
