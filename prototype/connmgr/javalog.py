@@ -287,3 +287,29 @@ def parse_least_loaded_picks(lines: Iterable[str]) -> list[int]:
         if m:
             picks.append(node_id_of(m["id"]))
     return picks
+
+
+_SENT = (
+    re.compile(
+        _STAMP + r".*?\bSending (?P<api>[A-Z_]+) \{.*? with correlation id \d+ to node "
+        r"(?P<id>[+-]?\d+)"
+    ),  # 2.x TRACE
+    re.compile(
+        _STAMP + r".*?\bSending (?P<api>[A-Z_]+) request with header .*? to node "
+        r"(?P<id>[+-]?\d+)"
+    ),  # 3.x/4.x DEBUG
+    re.compile(_STAMP + r".*?\bSending metadata request .*? to node \S+ \(id: (?P<id>[+-]?\d+)"),
+)
+
+
+def parse_sent_requests(lines: Iterable[str]) -> list[tuple[datetime, str, int]]:
+    """(time, API name, node id) of every request the log shows being sent, in order."""
+    sent = []
+    for line in lines:
+        for pattern in _SENT:
+            m = pattern.search(line)
+            if m:
+                api = m.groupdict().get("api") or "METADATA"
+                sent.append((_stamp(m["ts"]), api, node_id_of(m["id"])))
+                break
+    return sent
