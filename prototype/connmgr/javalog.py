@@ -313,3 +313,21 @@ def parse_sent_requests(lines: Iterable[str]) -> list[tuple[datetime, str, int]]
                 sent.append((_stamp(m["ts"]), api, node_id_of(m["id"])))
                 break
     return sent
+
+
+_PHASE = re.compile(_STAMP + r".*?\bProbe phase (?P<name>\w+) (?P<edge>begins|ends)")
+
+
+def parse_probe_phases(lines: Iterable[str]) -> dict[str, tuple[datetime, datetime | None]]:
+    """The Java probe's phase markers: phase name -> (begin, end or None)."""
+    phases: dict[str, tuple[datetime, datetime | None]] = {}
+    for line in lines:
+        m = _PHASE.search(line)
+        if m is None:
+            continue
+        at = _stamp(m["ts"])
+        if m["edge"] == "begins":
+            phases[m["name"]] = (at, None)
+        elif m["name"] in phases:
+            phases[m["name"]] = (phases[m["name"]][0], at)
+    return phases

@@ -21,7 +21,7 @@ from typing import Any
 from connmgr.core.identity import COORDINATOR_ID_BASE
 from connmgr.embedded import MockCluster
 from connmgr.java.probe import JavaRun, build_probe, cross_check, kernel_sampler, run_probe
-from connmgr.javalog import parse_connection_events, parse_sent_requests
+from connmgr.javalog import parse_connection_events, parse_probe_phases, parse_sent_requests
 
 VERSION = "2.1.0"
 
@@ -37,6 +37,8 @@ class Experiment:
     settle_ms: int = 1500
     records: int = 30
     coordinator: int | None = None
+    wait_ms: int = 0
+    """Wait after construction (and subscribe) before the first send or poll."""
 
     def describe(self) -> str:
         settings = ", ".join(f"{k}={v}" for k, v in self.extra.items()) or "defaults"
@@ -44,7 +46,9 @@ class Experiment:
             f"`{self.name}`: {self.client}, {self.brokers} brokers, partitions led by "
             f"{list(self.leaders)}, bootstrap = brokers {list(self.bootstrap)}"
             + (f", coordinator {self.coordinator}" if self.coordinator else "")
-            + f", {settings}, idle {self.settle_ms} ms after the work"
+            + f", {settings}, "
+            + (f"{self.wait_ms} ms wait before the first poll, " if self.wait_ms else "")
+            + f"idle {self.settle_ms} ms after the work"
         )
 
 
@@ -77,6 +81,7 @@ EXPERIMENTS = (
         {"metadata.max.age.ms": "2000", "connections.max.idle.ms": "1500"},
         settle_ms=4500,
         coordinator=3,
+        wait_ms=1500,
     ),
 )
 
@@ -89,6 +94,7 @@ class Observation:
     closes: list[tuple[int, datetime, str]]
     sent: list[tuple[datetime, str, int]]
     problems: list[str]
+    phases: dict[str, tuple[datetime, datetime | None]]
 
     def dialled(self, node: int) -> int:
         return sum(1 for n, _ in self.dials if n == node)
@@ -125,12 +131,21 @@ def run_experiment(exp: Experiment, version: str = VERSION) -> Observation:
             settle_ms=exp.settle_ms,
             extra=exp.extra,
             sample=kernel_sampler(endpoints),
+            wait_ms=exp.wait_ms,
         )
     lines = run.log_path.read_text().splitlines()
     events = parse_connection_events(lines)
     dials = [(_node(e.node), e.timestamp) for e in events if e.kind == "connect"]
     closes = [(_node(e.node), e.timestamp, e.reason) for e in events if e.kind == "disconnect"]
-    return Observation(exp, run, dials, closes, parse_sent_requests(lines), cross_check(run))
+    return Observation(
+        exp,
+        run,
+        dials,
+        closes,
+        parse_sent_requests(lines),
+        cross_check(run),
+        parse_probe_phases(lines),
+    )
 
 
 def _node(printed: str) -> int:
@@ -220,14 +235,7 @@ def judge(obs: Mapping[str, Observation]) -> list[Verdict]:
             "agree at the steady point" + _problems(obs),
         )
     )
-    out.append(
-        Verdict(
-            "C1",
-            "no connection at construction, subscribe() or assign()",
-            "not measured",
-            "the probe polls right after subscribing; a wait phase is needed",
-        )
-    )
+    out.append(_c1(cons))
     first = cons.dials[0][0] if cons.dials else None
     on_first = {api for _, api, node in cons.sent if node == first}
     out.append(
@@ -298,6 +306,27 @@ def judge(obs: Mapping[str, Observation]) -> list[Verdict]:
         )
     )
     return out
+
+
+def _c1(cons: Observation) -> Verdict:
+    """C1 from the probe's wait phase: dials between construct+subscribe and the first poll."""
+    claim = "no connection at construction, subscribe() or assign()"
+    wait = cons.phases.get("wait")
+    if wait is None or wait[1] is None:
+        return Verdict("C1", claim, "not measured", "consumer-3 logged no complete wait phase")
+    begin, end = wait[0], wait[1]
+    assert end is not None
+    during = [n for n, t in cons.dials if begin <= t <= end]
+    first = min((t for _, t in cons.dials), default=None)
+    after = f"{(first - end).total_seconds() * 1000:.0f} ms after it" if first else "never"
+    return _v(
+        "C1",
+        claim,
+        not during,
+        False,
+        f"consumer-3: {len(during)} dials during the {cons.experiment.wait_ms} ms wait "
+        f"after construct+subscribe; first dial {after}",
+    )
 
 
 def _v(code: str, claim: str, yes: bool, partly: bool, evidence: str) -> Verdict:

@@ -15,9 +15,10 @@ What the real kafka-clients 2.1.0 confirms (docs/java-2.1.0-claims.md, regenerat
 ``python -m connmgr.java.claims`` on the embedded cluster): P1 (with three bootstrap servers
 it dialled all three before the first metadata answer: its leastLoadedNode does not wait for
 a dial in progress), P3, P4 (churn, through metadata refreshes to idle-closed nodes), P5 and
-P6; C2-C5; C6 only partly (early metadata requests still went to the bootstrap node). **P2 was
-not observed**: the 2.1.0 producer opened no connection to brokers that lead nothing. This
-model keeps P2 because it models the articles, not the client.
+P6; C1-C5 (no dial during a 1.5 s wait between subscribe and the first poll); C6 only partly
+(early metadata requests still went to the bootstrap node). **P2 was not observed**: the
+2.1.0 producer opened no connection to brokers that lead nothing. This model keeps P2
+because it models the articles, not the client.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -75,6 +77,8 @@ public final class Probe {
         int records = 0;
         String group;
         long settleMs = 0;
+        /** Wait after construction (and subscribe) before the first send or poll. */
+        long waitMs = 0;
         String log;
         String logLevel = "TRACE";
         long timeoutMs = 60_000;
@@ -96,6 +100,7 @@ public final class Probe {
                     case "--records": a.records = nonNegativeInt(flag, value); break;
                     case "--group": a.group = value; break;
                     case "--settle-ms": a.settleMs = nonNegativeInt(flag, value); break;
+                    case "--wait-ms": a.waitMs = nonNegativeInt(flag, value); break;
                     case "--log": a.log = value; break;
                     case "--log-level": a.logLevel = value; break;
                     case "--timeout-ms": a.timeoutMs = positiveInt(flag, value); break;
@@ -230,6 +235,7 @@ public final class Probe {
             props.put("value.serializer", ByteArraySerializer.class.getName());
             props.putAll(args.extra);
             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+            waitPhase();
             List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
             for (int i = 0; i < args.records; i++) {
                 byte[] value = ("record-" + i).getBytes(StandardCharsets.UTF_8);
@@ -271,6 +277,7 @@ public final class Probe {
             props.putAll(args.extra);
             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
             consumer.subscribe(Collections.singletonList(args.topic));
+            waitPhase();
             while (consumed < args.records) {
                 if (remainingMs(deadline) <= 0) {
                     throw new IllegalStateException("timed out after " + args.timeoutMs
@@ -292,6 +299,20 @@ public final class Probe {
             consumer.close();
             emitPhase("closed", metrics);
             return 0;
+        }
+
+        /** The "wait" phase, marked in the client's own log so that connections made during
+         *  it (or not) can be read off the same clock as the NetworkClient lines. */
+        private void waitPhase() throws InterruptedException {
+            if (args.waitMs <= 0) {
+                return;
+            }
+            // Looked up here, not in a static field: log4j must not start before main() has
+            // set probe.log.file.
+            Logger phases = LoggerFactory.getLogger("connmgr.probe.Phases");
+            phases.info("Probe phase wait begins ({} ms)", args.waitMs);
+            Thread.sleep(args.waitMs);
+            phases.info("Probe phase wait ends");
         }
 
         private void steadyThenWait(Map<String, List<Metric>> metrics) throws Exception {
