@@ -97,6 +97,19 @@ async def _committed(consumer: AIOKafkaConsumer, topic: str) -> list[int | None]
     return [await consumer.committed(TopicPartition(topic, p)) for p in range(len(LEADERS))]
 
 
+async def _join_consume_commit(
+    consumer: AIOKafkaConsumer, topic: str, started: float
+) -> tuple[float, list[bytes], list[int | None]]:
+    """Wait for the group join (seconds since ``started``), read every record, commit."""
+    async with asyncio.timeout(30):
+        while not consumer.assignment():
+            await consumer.getmany(timeout_ms=100)
+    joined = time.monotonic() - started
+    got = await _consume(consumer, RECORDS)
+    await consumer.commit()
+    return joined, got, await _committed(consumer, topic)
+
+
 # -- the cluster itself -------------------------------------------------------------------------
 
 
@@ -186,13 +199,7 @@ def test_stock_aiokafka_acks_all_and_group_consumer_exactly_once(
         t = time.monotonic()
         await consumer.start()
         try:
-            async with asyncio.timeout(30):
-                while not consumer.assignment():
-                    await consumer.getmany(timeout_ms=100)
-            joined = time.monotonic() - t
-            got = await _consume(consumer, RECORDS)
-            await consumer.commit()
-            committed = await _committed(consumer, "stock")
+            joined, got, committed = await _join_consume_commit(consumer, "stock", t)
             coordinator = consumer._coordinator.coordinator_id
         finally:
             await consumer.stop()
@@ -287,13 +294,7 @@ def test_proposed_clients_lose_nothing_and_hold_the_expected_sockets(
         t = time.monotonic()
         await consumer.start()
         try:
-            async with asyncio.timeout(30):
-                while not consumer.assignment():
-                    await consumer.getmany(timeout_ms=100)
-            joined = time.monotonic() - t
-            got = await _consume(consumer, RECORDS)
-            await consumer.commit()
-            committed = await _committed(consumer, "proposed")
+            joined, got, committed = await _join_consume_commit(consumer, "proposed", t)
             consumer_held = _held(consumer.ledger)
             await averify_against_kernel(consumer.ledger, listeners)
             live = kernel_connections(listeners.values()).total()

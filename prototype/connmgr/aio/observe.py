@@ -418,14 +418,10 @@ def observe_client(
 # -- stock producer and consumer with an observed client --------------------------------------
 
 
-class ObservedAIOKafkaProducer(AIOKafkaProducer):  # type: ignore[misc]
-    """``AIOKafkaProducer`` whose ``client`` is observed; adds only ``ledger``/``choices``."""
+class _ObservedViews:
+    """What the observed producer and consumer add to the stock classes: read-only views."""
 
-    def __init__(
-        self, *, ledger: ConnectionLedger | None = None, t0: float | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        self._connmgr_observer = observe_client(self.client, ledger=ledger, t0=t0)
+    _connmgr_observer: ObservedAIOKafkaClient
 
     @property
     def observer(self) -> ObservedAIOKafkaClient:
@@ -440,7 +436,17 @@ class ObservedAIOKafkaProducer(AIOKafkaProducer):  # type: ignore[misc]
         return self._connmgr_observer.choices
 
 
-class ObservedAIOKafkaConsumer(AIOKafkaConsumer):  # type: ignore[misc]
+class ObservedAIOKafkaProducer(_ObservedViews, AIOKafkaProducer):  # type: ignore[misc]
+    """``AIOKafkaProducer`` whose ``client`` is observed; adds only ``ledger``/``choices``."""
+
+    def __init__(
+        self, *, ledger: ConnectionLedger | None = None, t0: float | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self._connmgr_observer = observe_client(self.client, ledger=ledger, t0=t0)
+
+
+class ObservedAIOKafkaConsumer(_ObservedViews, AIOKafkaConsumer):  # type: ignore[misc]
     """``AIOKafkaConsumer`` whose ``_client`` is observed; adds only ``ledger``/``choices``."""
 
     def __init__(
@@ -452,18 +458,6 @@ class ObservedAIOKafkaConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     ) -> None:
         super().__init__(*topics, **kwargs)
         self._connmgr_observer = observe_client(self._client, ledger=ledger, t0=t0)
-
-    @property
-    def observer(self) -> ObservedAIOKafkaClient:
-        return self._connmgr_observer
-
-    @property
-    def ledger(self) -> ConnectionLedger:
-        return self._connmgr_observer.ledger
-
-    @property
-    def choices(self) -> list[Choice]:
-        return self._connmgr_observer.choices
 
 
 def observed_producer(
