@@ -41,6 +41,9 @@ class PolicyConfig:
     """Broker ids a recorded run chose at random for any-node requests, in order; a model
     replays them instead of drawing (observing a real client's choices rather than loosening
     a comparison). Empty: draw from the policy's random source."""
+    replay_telemetry: tuple[int, ...] = ()
+    """Where a recorded Java run sent its GetTelemetrySubscriptions request (node id), to
+    replay; empty: the model picks with ``leastLoadedNode``."""
     # Proposed policy only:
     warm_up: bool = False
     """Open the bootstrap connection when the client starts instead of on first need."""
@@ -102,11 +105,11 @@ def coerce_option(name: str, current: object, text: str) -> object:
     lowered = text.strip().lower()
     if name == "bootstrap":
         return parse_bootstrap(text)
-    if name == "replay_choices":
+    if name in ("replay_choices", "replay_telemetry"):
         try:
             return tuple(int(part) for part in text.split(",") if part.strip())
         except ValueError:
-            raise ConfigError(f"replay_choices={text!r}: expected broker ids like 3,1,2") from None
+            raise ConfigError(f"{name}={text!r}: expected node ids like 3,1,-2") from None
     if name == "client":
         try:
             return ClientKind(lowered)

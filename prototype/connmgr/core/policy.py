@@ -175,6 +175,9 @@ class Policy(ABC):
     """Whether the hosting consumer sends FindCoordinator together with its first metadata
     request (the 2019 Java consumer log) rather than after the response (kafka-clients 4.x,
     aiokafka)."""
+    pushes_telemetry: ClassVar[bool] = False
+    """Whether the hosting client asks some node for its KIP-714 telemetry subscription when
+    it starts (kafka-clients >= 3.7): one more any-node request."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         self.config = config

@@ -17,8 +17,16 @@
   picks: two picks made before any dial can open two bootstrap connections (measured with
   4.4.0: InitProducerId and the first metadata request on -2 and -3). The metadata updater
   dials its pick at once.
+* The producer's transaction manager (InitProducerId) and the KIP-714 telemetry sender
+  (GetTelemetrySubscriptions, sent right after the first metadata request) re-pick
+  ``leastLoadedNode`` on every poll loop until their node is READY. Measured with 4.4.0: in
+  about half the runs the telemetry sender's loop finds no node able to take a request just
+  after metadata arrives and dials a random broker, one more socket that nothing else uses.
 * ``replay_choices``: the node ids a recorded run's ``leastLoadedNode`` returned "with no
-  active connection" (TRACE log), replayed in order instead of the random offset.
+  active connection" (TRACE log), replayed in order: they stand for the random offset and
+  for picks that depend on timing the simulator does not have (a node whose previous
+  request is still being written is neither ready nor connecting to ``leastLoadedNode``).
+  ``replay_telemetry``: the node the recorded telemetry request went to.
 """
 
 from __future__ import annotations
@@ -48,6 +56,9 @@ from connmgr.core.policy import (
 )
 from connmgr.core.state import ConnState
 
+POLL_LOOP_APIS = frozenset({Api.INIT_PRODUCER_ID, Api.GET_TELEMETRY_SUBSCRIPTIONS})
+"""Any-node requests whose caller re-picks a node on every poll loop until it can send."""
+
 POLL_LOOP_MS = 0.01
 """How soon the next poll loop runs, for picks dialled there (any positive value will do)."""
 
@@ -56,6 +67,7 @@ class JavaTodayPolicy(Policy):
     name: ClassVar[str] = "java-today"
     summary: ClassVar[str] = "Java kafka-clients today (trunk): leastLoadedNode, node-id keys"
     library: ClassVar[str] = "java"
+    pushes_telemetry: ClassVar[bool] = True
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
@@ -64,6 +76,9 @@ class JavaTodayPolicy(Policy):
         self._picked: dict[int, tuple[NodeIdentity, Endpoint, float]] = {}
         """Requests whose node was picked at a time and is dialled on the next poll loop: at
         the next instant, after every pick of this instant was made."""
+        self._looping: dict[int, float] = {}
+        """Requests whose caller re-picks on every poll loop (:data:`POLL_LOOP_APIS`), with
+        the time of their last loop."""
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return client_is_producer
@@ -82,7 +97,11 @@ class JavaTodayPolicy(Policy):
         return self.rng.randrange(n)
 
     def least_loaded_node(self) -> tuple[NodeIdentity, Endpoint] | None:
-        """Java's ``leastLoadedNode``: READY with fewest in flight > CONNECTING > dialable."""
+        """Java's ``leastLoadedNode``: READY with fewest in flight > CONNECTING > dialable.
+
+        With ``replay_choices``, a pick that finds no idle READY node takes the next recorded
+        "no active connection" pick instead (see :meth:`_replayed_pick`).
+        """
         nodes = self.java_nodes()
         offset = self.random_offset(len(nodes))
         best: tuple[NodeIdentity, Endpoint] | None = None
@@ -106,26 +125,44 @@ class JavaTodayPolicy(Policy):
                 and not self.in_backoff(ConnectionKey(endpoint, node, Purpose.DATA))
             ):
                 dialable = (node, endpoint)
-        if best is None and connecting is None and dialable is not None:
-            dialable = self._replayed_pick(nodes) or dialable
+        replayed = self._replayed_pick()
+        if replayed is not None and self.live_for_node(replayed[0], Purpose.DATA) is None:
+            return replayed
         return best or connecting or dialable
 
-    def _replayed_pick(
-        self, nodes: list[tuple[NodeIdentity, Endpoint]]
-    ) -> tuple[NodeIdentity, Endpoint] | None:
+    def _replayed_pick(self) -> tuple[NodeIdentity, Endpoint] | None:
+        """The next recorded pick, consumed; None when there is none for now.
+
+        The real client makes these picks while a connection it just opened is still in its
+        ApiVersions handshake (``CHECKING_API_VERSIONS``): such a node is neither ready nor
+        connecting to ``leastLoadedNode``, so it dials another node, and it may still be
+        scanning bootstrap nodes when the model already has metadata. The simulator has no
+        handshake window, so the record, not the model's own view, says which node was dialled.
+        A recorded node that the model already has a connection to was picked before its dial
+        started: the pick is used up and the model's own choice stands.
+        """
         replay = self.config.replay_choices
-        while self._replayed < len(replay):
-            wanted = replay[self._replayed]
+        if self._replayed >= len(replay):
+            return None
+        known = self._known_node(replay[self._replayed])
+        if known is not None:
             self._replayed += 1
-            for node, endpoint in nodes:
-                if node.java_id == wanted:
-                    return node, endpoint
+        # else a broker the model does not know yet: the pick belongs to a later moment.
+        return known
+
+    def _known_node(self, java_id: int) -> tuple[NodeIdentity, Endpoint] | None:
+        """The node with Java id ``java_id`` among the scanned nodes or the bootstrap nodes."""
+        for node, endpoint in self.java_nodes():
+            if node.java_id == java_id:
+                return node, endpoint
+        if -len(self.config.bootstrap) <= java_id < 0:
+            return BootstrapNode(-java_id - 1), self.config.bootstrap[-java_id - 1]
         return None
 
     def next_deadline(self) -> float | None:
-        if not self._picked:
-            return None
-        return min(at for _, _, at in self._picked.values()) + POLL_LOOP_MS
+        times = [at for _, _, at in self._picked.values()]
+        times.extend(self._looping.values())
+        return min(times) + POLL_LOOP_MS if times else None
 
     def connection_for(
         self, node: NodeIdentity, endpoint: Endpoint, purpose: Purpose
@@ -136,17 +173,55 @@ class JavaTodayPolicy(Policy):
             return conn
         return self.get_or_dial(ConnectionKey(endpoint, node, purpose))
 
+    def _poll_loop(self, request: Request) -> Connection | None:
+        """One poll loop of a caller that re-picks its node until that node is READY.
+
+        The producer's transaction manager (InitProducerId) and the telemetry sender
+        (GetTelemetrySubscriptions) ask ``leastLoadedNode`` again on every loop, dial what
+        they get, and send once that node is READY (measured with kafka-clients 4.4.0: a loop
+        that runs while the first bootstrap connection cannot yet take a request dials a
+        second one). With ``replay_telemetry`` the telemetry request goes to the recorded
+        node as soon as the model knows it; until then it loops as the real one did.
+        """
+        choice: tuple[NodeIdentity, Endpoint] | None = None
+        recorded = request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS and self.config.replay_telemetry
+        if recorded:
+            choice = self._known_node(self.config.replay_telemetry[0])
+        may_send = choice is not None or not recorded
+        if choice is None:
+            choice = self.least_loaded_node()
+        conn = None if choice is None else self.connection_for(*choice, Purpose.DATA)
+        if may_send and conn is not None and conn.state is ConnState.READY:
+            self._looping.pop(request.request_id, None)
+            return conn
+        self._looping[request.request_id] = self.now_ms
+        return None
+
     # --- placement -----------------------------------------------------------------------
 
     def place(self, request: Request) -> Connection | None:
         target = request.target
         if isinstance(target, ToBootstrap | ToAnyNode):
+            looped = self._looping.get(request.request_id)
+            if looped is not None:
+                return None if looped >= self.now_ms else self._poll_loop(request)
+            if request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS:
+                # The telemetry sender runs inside the network client's poll, like the
+                # metadata updater: it dials its pick at once.
+                return self._poll_loop(request)
             picked = self._picked.get(request.request_id)
             if picked is not None:
                 if picked[2] >= self.now_ms:
                     return None
                 del self._picked[request.request_id]
-                return self.connection_for(picked[0], picked[1], Purpose.DATA)
+                conn = self.connection_for(picked[0], picked[1], Purpose.DATA)
+                if request.api is Api.INIT_PRODUCER_ID and (
+                    conn is None or conn.state is not ConnState.READY
+                ):
+                    self._looping[request.request_id] = self.now_ms
+                    return None
+                # The consumer's coordinator lookup waits on the node it picked.
+                return conn
             choice = self.least_loaded_node()
             if choice is None:
                 return None

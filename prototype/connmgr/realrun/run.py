@@ -91,6 +91,17 @@ class RealRun:
         settings.update(extra or {})
         return run_spec(relabelled, policy, settings, self.seed)
 
+    def replay_settings(self) -> dict[str, str]:
+        """Policy settings that make a model replay this run's observed choices: the
+        ``least_loaded`` picks as ``replay_choices``, the ``telemetry`` node (Java) as
+        ``replay_telemetry``."""
+        settings: dict[str, str] = {}
+        for kind, option in (("least_loaded", "replay_choices"), ("telemetry", "replay_telemetry")):
+            nodes = [str(node) for seen, node in self.choices if seen == kind]
+            if nodes:
+                settings[option] = ",".join(nodes)
+        return settings
+
 
 Dial = tuple[int | None, Role, str]
 """(broker, role, host:port) of one dial."""

@@ -18,7 +18,7 @@ from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.config import ClientKind
 from connmgr.errors import ConnMgrError
-from connmgr.javalog import parse_least_loaded_picks
+from connmgr.javalog import parse_least_loaded_picks, parse_sent_requests
 from connmgr.realrun.backends import ClusterBackend
 from connmgr.sim.scenarios import ScenarioSpec, policy_config
 
@@ -206,7 +206,14 @@ async def run_java(
     run.records_consumed = java.steady.records_consumed
     run.java_log = str(java.log_path)
     with open(java.log_path) as log:
-        run.choices = [("least_loaded", node) for node in parse_least_loaded_picks(log)]
+        lines = log.readlines()
+    run.choices = [("least_loaded", node) for node in parse_least_loaded_picks(lines)]
+    # Where the telemetry sender (kafka-clients >= 3.7) asked for its subscription: its
+    # pick depends on timing the model does not have, so it is observed and replayed.
+    telemetry = [
+        n for _, api, n in parse_sent_requests(lines) if api == "GET_TELEMETRY_SUBSCRIPTIONS"
+    ]
+    run.choices.extend(("telemetry", node) for node in telemetry[:1])
     if kind == "producer" and int(version.split(".")[0]) >= 3:
         # enable.idempotence defaults to true since kafka-clients 3.0: model it so.
         run.spec = dataclasses.replace(spec, idempotent=True)

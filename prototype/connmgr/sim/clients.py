@@ -49,6 +49,7 @@ class ClientModel:
         self._md_wanted = False
         self._refresh_seq = 0
         self.ops_started = False
+        self._telemetry_asked = False
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -89,6 +90,11 @@ class ClientModel:
         if not (bootstrap and self.sim.policy.library == "aiokafka"):
             topics = tuple(self.topics)  # aiokafka bootstraps with a topic-less request
         self.sim.send_metadata(topics, bootstrap=bootstrap)
+        if bootstrap and self.sim.policy.pushes_telemetry and not self._telemetry_asked:
+            # KIP-714 (kafka-clients >= 3.7): the network client's poll asks some node for
+            # its telemetry subscription, right after its first metadata request.
+            self._telemetry_asked = True
+            self.sim.send_any(Api.GET_TELEMETRY_SUBSCRIPTIONS)
 
     def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
         self.md = md
