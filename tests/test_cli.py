@@ -24,7 +24,7 @@ def test_simulate_json_has_the_documented_fields(capsys: pytest.CaptureFixture[s
     data = json.loads(out)
     assert code == 0
     assert {"opened", "peak", "steady", "by_role", "by_broker", "timeline", "requests"} <= set(data)
-    assert data["opened"] == 4 and set(data["by_role"]) == {"bootstrap", "data", "coordination"}
+    assert data["opened"] == 5 and set(data["by_role"]) == {"bootstrap", "data", "coordination"}
 
 
 def test_simulate_java_log(capsys: pytest.CaptureFixture[str]) -> None:

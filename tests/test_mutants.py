@@ -43,6 +43,9 @@ def test_merging_by_host_port_misroutes_behind_a_shared_endpoint() -> None:
 
 
 def test_a_policy_without_prompt_close_leaves_orphans() -> None:
-    broken = simulate("idle-disabled", NeverClose)
-    proposed = simulate("idle-disabled", "proposed")
+    # The adopted bootstrap connection is broker 1's, which leads nothing: an orphan unless
+    # prompt close retires it.
+    adopt = {"adopt_unverified": "true"}
+    broken = simulate("idle-disabled", NeverClose, adopt)
+    proposed = simulate("idle-disabled", "proposed", adopt)
     assert broken.steady > proposed.steady == 3

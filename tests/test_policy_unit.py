@@ -71,13 +71,31 @@ def test_one_bootstrap_attempt_at_a_time_with_failover() -> None:
     assert p.socket_count() == 1
 
 
-def test_adopt_when_endpoint_is_unique_and_cluster_agrees() -> None:
+def test_adopt_when_the_broker_confirms_its_id_at_that_endpoint() -> None:
     p = policy()
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
-    p.handle(ConnectionEstablished(conn.conn_id), 1)
+    p.handle(ConnectionEstablished(conn.conn_id, node_id=1), 1)
     adopted = of(p.handle(MetadataReceived(1, metadata()), 2), Adopt)
     assert len(adopted) == 1 and adopted[0].new_key.node == BrokerNode(1)
     assert p.metrics.by_role[adopted[0].new_key.role].handshakes_avoided == 1
+
+
+def test_a_confirmed_id_advertised_elsewhere_is_not_adopted() -> None:
+    p = policy()
+    conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
+    p.handle(ConnectionEstablished(conn.conn_id, node_id=2), 1)  # broker 2 is at :9093
+    assert of(p.handle(MetadataReceived(1, metadata()), 2), Adopt) == []
+
+
+def test_unverified_adoption_is_opt_in() -> None:
+    for trust, adopts in ((False, 0), (True, 1)):
+        p = policy(adopt_unverified=trust)
+        conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
+        p.handle(ConnectionEstablished(conn.conn_id), 1)
+        actions = p.handle(MetadataReceived(1, metadata()), 2)
+        assert len(of(actions, Adopt)) == adopts
+        # Not adopted, it stays as the stand-in for any-node requests.
+        assert of(actions, Close) == [] and p.socket_count() == 1
 
 
 def test_no_adoption_when_the_cluster_id_differs() -> None:
@@ -92,7 +110,7 @@ def test_no_adoption_when_the_cluster_id_differs() -> None:
 def test_data_requests_go_to_the_leader_and_unneeded_closes_after_linger() -> None:
     p = policy(linger_ms=1000)
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
-    p.handle(ConnectionEstablished(conn.conn_id), 1)
+    p.handle(ConnectionEstablished(conn.conn_id, node_id=1), 1)
     p.handle(MetadataReceived(1, metadata()), 2)  # adopted as broker 1, not a leader
     dials = of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 2), 3), Connect)
     assert [d.key.node for d in dials] == [BrokerNode(2)]

@@ -93,8 +93,17 @@ def test_shared_endpoint_never_adopts_and_never_misroutes() -> None:
         assert bootstrap["opened"] == 1 and bootstrap["handshakes_avoided"] == 0
 
 
-def test_seed_consumer_adopts_the_bootstrap_connection() -> None:
+def test_seed_consumer_retires_the_unverified_bootstrap_before_dialling_brokers() -> None:
     result = run("seed-consumer", "proposed")
+    assert "adopt" not in [e.kind for e in result.timeline]
+    kinds = [(e.kind, e.key.role) for e in result.timeline]
+    close = kinds.index(("close", Role.BOOTSTRAP))
+    assert close < kinds.index(("connect", Role.DATA))  # the stand-in never adds to the peak
+    assert (result.opened, result.peak, result.steady) == (5, 4, 4)
+
+
+def test_seed_consumer_adopts_the_bootstrap_connection_when_told_to_trust_it() -> None:
+    result = run("seed-consumer", "proposed", adopt_unverified="true")
     assert [e.kind for e in result.timeline].count("adopt") == 1
     assert result.opened == 4 and result.steady == 4
     assert result.by_role["data"]["handshakes_avoided"] == 1

@@ -66,8 +66,11 @@ def test_the_comparison_is_exact_across_batches() -> None:
 
 def test_headline_figures() -> None:
     consumer = real("seed-consumer", "proposed")
-    assert consumer.steady_summary["opened"] == 4 and consumer.steady_summary["steady"] == 4
-    assert consumer.steady_summary["by_role"]["data"]["handshakes_avoided"] == 1
+    # No broker confirms its id on a socket today, so the bootstrap connection is not adopted:
+    # it serves the first requests and closes before the first broker dial.
+    assert consumer.steady_summary["opened"] == 5 and consumer.steady_summary["steady"] == 4
+    assert consumer.steady_summary["peak"] == 4
+    assert consumer.steady_summary["by_role"]["data"]["handshakes_avoided"] == 0
     producer = real("big-producer", "proposed")
     assert producer.steady_summary["opened"] <= 4
     assert producer.steady_summary["steady"] == 3

@@ -55,6 +55,11 @@ class PolicyConfig:
     """Socket budget: never more sockets than this (None: unlimited)."""
     expected_cluster_id: str | None = None
     """If set, adopt a bootstrap connection only when metadata reports this cluster id."""
+    adopt_unverified: bool = False
+    """Adopt a bootstrap connection whose host:port metadata gives to exactly one broker
+    even when no broker id was confirmed on the socket. Saves one dial per client start;
+    unsafe behind a proxy that changes what that host:port leads to between the dial and
+    the metadata answer (the property suite's counterexample, see docs/property-suite.md)."""
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

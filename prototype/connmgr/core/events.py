@@ -117,6 +117,9 @@ class InterestChanged:
 @dataclass(frozen=True, slots=True)
 class ConnectionEstablished:
     conn_id: int
+    node_id: int | None = None
+    """The broker id the peer confirmed on this connection (a KIP-1242 style identity
+    check), or None when the broker cannot say -- every Kafka release to date."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,7 @@ class Connection:
     """
 
     __slots__ = (
+        "confirmed_id",
         "conn_id",
         "drain_reason",
         "failures",
@@ -132,6 +133,8 @@ class Connection:
         self.in_flight: dict[int, Request] = {}
         self.waiting: list[Request] = []
         self.unneeded_since_ms: float | None = None
+        self.confirmed_id: int | None = None
+        """The broker id the peer confirmed when the connection was established, if any."""
         self.failures = 0
         self.retry_at_ms = 0.0
         self.drain_reason = CloseReason.UNNEEDED
@@ -247,8 +250,8 @@ class Policy(ABC):
             case InterestChanged(partitions):
                 self.interest = partitions
                 self.version += 1
-            case ConnectionEstablished(conn_id):
-                self._on_established(conn_id)
+            case ConnectionEstablished(conn_id, node_id):
+                self._on_established(conn_id, node_id)
             case ConnectionFailed(conn_id):
                 self._on_failed(conn_id)
             case ConnectionClosedByPeer(conn_id):
@@ -497,10 +500,11 @@ class Policy(ABC):
             raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
         return conn  # None: already closed by us; the driver's report crossed our Close
 
-    def _on_established(self, conn_id: int) -> None:
+    def _on_established(self, conn_id: int, node_id: int | None = None) -> None:
         conn = self._conn(conn_id)
         if conn is None:
             return
+        conn.confirmed_id = node_id
         conn.move(Trigger.ESTABLISHED)
         self.version += 1
         conn.failures = 0

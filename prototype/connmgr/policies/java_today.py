@@ -31,6 +31,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from connmgr.core.config import PolicyConfig
@@ -161,7 +162,8 @@ class JavaTodayPolicy(Policy):
 
     def next_deadline(self) -> float | None:
         times = [at for _, _, at in self._picked.values()]
-        times.extend(self._looping.values())
+        # A loop that found nothing to pick waits for the next event (a backoff ending).
+        times.extend(t for t in self._looping.values() if t != -math.inf)
         return min(times) + POLL_LOOP_MS if times else None
 
     def connection_for(
@@ -194,7 +196,9 @@ class JavaTodayPolicy(Policy):
         if may_send and conn is not None and conn.state is ConnState.READY:
             self._looping.pop(request.request_id, None)
             return conn
-        self._looping[request.request_id] = self.now_ms
+        # With no node to pick (all in reconnect backoff) the real loop blocks in poll until
+        # one is; so does this one: it re-picks at the next event rather than spinning.
+        self._looping[request.request_id] = self.now_ms if choice is not None else -math.inf
         return None
 
     # --- placement -----------------------------------------------------------------------

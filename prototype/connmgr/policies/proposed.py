@@ -6,8 +6,15 @@ sockets the client needs:
 a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
 b. One bootstrap attempt at a time, failing over through the list from a random start.
 c. Adopt or close: when metadata arrives, a bootstrap connection becomes broker X's data
-   connection only if its host:port belongs to exactly one broker in that metadata and the
-   cluster id agrees; otherwise it drains and closes. It is never left as an orphan.
+   connection only if the broker confirmed id X on the socket (a KIP-1242 style identity
+   check), metadata places X at the socket's host:port, and the cluster id agrees. Brokers
+   today cannot confirm an id, so by default nothing is adopted; ``adopt_unverified`` also
+   adopts when metadata gives the host:port to exactly one broker (see the safety note).
+   A connection not adopted carries no broker request: if the cluster id agrees it serves
+   any-node requests until the first broker dial, which closes it first (so the stand-in
+   never adds to the peak; one still busy then closes as soon as a broker connection is
+   ready, without a linger); if not, it drains and closes at once. It is never left as an
+   orphan.
 d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the least-loaded READY
    connection; a dial happens only when none is ready or connecting.
 e. Data requests go to the leader's data connection, dialled on first need.
@@ -26,14 +33,16 @@ i. Socket budget: with ``max_connections``, a dial at the cap first closes the l
    forever instead of slowing it down.
 j. Metrics by role, including the handshakes adoption saved.
 
-Safety argument for (c), step by step. The bootstrap socket reached *some* broker behind the
-bootstrap host:port. If metadata lists exactly one broker id at that host:port, the only way
-the socket reached another broker is a proxy that fans one address out to several brokers
-while metadata advertises just one of them there; the cluster-id check catches the case of a
-different cluster entirely. If two or more ids share the host:port (load balancer, proxy),
-adoption could misroute, so it never happens. KIP-1242 identity checks would let a client
-verify the node id on the socket itself; :attr:`PolicyConfig.expected_cluster_id` is the part
-of that check a client can make today.
+Safety note on (c). A bootstrap socket reached *some* broker behind the bootstrap host:port,
+and nothing in today's protocol says which. Inferring it from metadata ("exactly one broker
+is advertised at this host:port") looks safe but is not: the property suite
+(tests/properties) found a proxy that led the address to broker 3 when the socket was
+dialled and to broker 4 only when the metadata answer arrived, so the socket was adopted
+as broker 4's and every request for 4 reached 3. Hence adoption needs the broker's own word
+for its id on the socket (KIP-1242), and the inference is an opt-in (``adopt_unverified``)
+for clusters known to have no remapping proxy in front. :attr:`PolicyConfig.expected_cluster_id`
+adds the part of an identity check a client can make today: a different cluster is never
+adopted.
 """
 
 from __future__ import annotations
@@ -98,7 +107,10 @@ class ProposedPolicy(Policy):
 
     def _any_node(self) -> Connection | None:
         general = [c for c in self.records() if c.role is not Role.COORDINATION]
-        ready = first_ready(general) or first_ready(self.records())
+        # Broker connections first: a kept bootstrap connection is only a stand-in, and
+        # using it would keep resetting its linger.
+        brokers = [c for c in general if c.role is not Role.BOOTSTRAP]
+        ready = first_ready(brokers) or first_ready(general) or first_ready(self.records())
         if ready is not None:
             return ready
         for conn in general:
@@ -152,14 +164,35 @@ class ProposedPolicy(Policy):
         for conn in self.records():
             if conn.role is not Role.BOOTSTRAP:
                 continue
-            ids = md.ids_by_endpoint.get(conn.key.endpoint, frozenset())
-            if conn.state is ConnState.READY and cluster_agrees and len(ids) == 1:
-                (broker_id,) = ids
+            broker_id = self._identity(conn, md) if cluster_agrees else None
+            if conn.state is ConnState.READY and broker_id is not None:
                 new_key = ConnectionKey(conn.key.endpoint, BrokerNode(broker_id), Purpose.DATA)
                 if self.live(new_key) is None:
                     self.adopt(conn, new_key)
                     continue
+            if conn.state is ConnState.READY and cluster_agrees:
+                # Not adoptable (its host:port is shared, unlisted, or already has its own
+                # connection) but it reached a broker of this cluster, which is all an
+                # any-node request needs: it serves those until a broker connection can,
+                # then prompt close retires it after the linger. Closing it now would
+                # cost a dial for the very next Metadata request.
+                continue
             self._retire_connection(conn, CloseReason.NOT_ADOPTED)
+
+    def _identity(self, conn: Connection, md: ClusterMetadata) -> int | None:
+        """The broker a bootstrap connection may be adopted as, or None.
+
+        A confirmed id counts when metadata places that broker at the socket's host:port.
+        Without one, only ``adopt_unverified`` trusts a host:port metadata gives to exactly
+        one broker -- which a proxy that remapped the address since the dial defeats.
+        """
+        ids = md.ids_by_endpoint.get(conn.key.endpoint, frozenset())
+        if conn.confirmed_id is not None:
+            return conn.confirmed_id if conn.confirmed_id in ids else None
+        if self.config.adopt_unverified and len(ids) == 1:
+            (only,) = ids
+            return only
+        return None
 
     def _retire_connection(self, conn: Connection, reason: CloseReason) -> None:
         if conn.state is ConnState.READY:
@@ -203,7 +236,9 @@ class ProposedPolicy(Policy):
         needed = {c.conn_id for c in ready if c.busy or self._needed(c, leaders)}
         general = [c for c in ready if c.role is not Role.COORDINATION]
         if general and not any(c.conn_id in needed for c in general):
-            anchor = max(general, key=lambda c: (c.last_used_ms, c.conn_id))
+            anchor = max(
+                general, key=lambda c: (c.role is not Role.BOOTSTRAP, c.last_used_ms, c.conn_id)
+            )
             needed.add(anchor.conn_id)
         return frozenset(needed)
 
@@ -233,7 +268,11 @@ class ProposedPolicy(Policy):
                 continue
             if conn.unneeded_since_ms is None:
                 conn.unneeded_since_ms = self.now_ms
-            if not conn.busy and self._linger_deadline(conn) <= self.now_ms:
+            if conn.role is Role.BOOTSTRAP and not conn.busy:
+                # A kept bootstrap connection goes as soon as a broker connection can take
+                # its any-node requests: no linger, it has no broker of its own to return to.
+                self.close(conn, CloseReason.NOT_ADOPTED)
+            elif not conn.busy and self._linger_deadline(conn) <= self.now_ms:
                 self.close(conn, CloseReason.UNNEEDED)
             else:
                 self._lingering.append(conn)
@@ -248,6 +287,13 @@ class ProposedPolicy(Policy):
     # --- socket budget -------------------------------------------------------------------
 
     def dial(self, key: ConnectionKey) -> Connection:
+        if key.broker_id is not None and self.metadata is not None:
+            # A broker dial retires a quiet kept bootstrap connection first, so that the
+            # stand-in never adds to the peak; a busy one goes once a broker connection is
+            # ready to take over (see _review).
+            for conn in self.records():
+                if conn.role is Role.BOOTSTRAP and conn.state is ConnState.READY and not conn.busy:
+                    self.close(conn, CloseReason.NOT_ADOPTED)
         conn = self.new_record(key)
         if self._has_room() or self._make_room():
             self.start_dial(conn)

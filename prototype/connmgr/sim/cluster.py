@@ -48,6 +48,8 @@ class ClusterModel:
     cluster_id: str = "sim-cluster"
     broker_idle_ms: int | None = 600_000
     """The brokers' own ``connections.max.idle.ms`` (None: never reap)."""
+    confirms_identity: bool = False
+    """Brokers confirm their id on each new connection (KIP-1242 style); no release does."""
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     _moved: dict[TopicPartition, int] = field(default_factory=dict)
     _coordinator_moved: dict[str, int] = field(default_factory=dict)
@@ -146,6 +148,17 @@ class ClusterModel:
 
     def move_endpoint(self, broker_id: int, endpoint: Endpoint) -> None:
         self.brokers[broker_id].endpoint = endpoint
+        self._reindex()
+
+    def move_coordinator(self, group: str, broker_id: int) -> None:
+        self._check_ids([broker_id], f"new coordinator of {group!r}")
+        self._coordinator_moved[group] = broker_id
+
+    def add_broker(self, broker_id: int, endpoint: Endpoint, rtt_ms: float = 0.0) -> None:
+        """A new broker joins; it leads nothing until leaders are moved to it."""
+        if broker_id in self.brokers:
+            raise ConfigError(f"broker {broker_id} already exists")
+        self.brokers[broker_id] = BrokerModel(broker_id, endpoint, rtt_ms)
         self._reindex()
 
     def move_leader(self, tp: TopicPartition, broker_id: int) -> None:

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
 
@@ -48,6 +49,11 @@ class RequestRecord:
     conn_id: int
     key: ConnectionKey
     routed_ok: bool
+    known_endpoint: Endpoint | None = None
+    """Where the policy's metadata placed the target broker when the request was sent."""
+    true_endpoint: Endpoint | None = None
+    """Where the target broker really was when the request was sent (None: any node).
+    A request sent elsewhere went by stale metadata."""
 
 
 def key_json(key: ConnectionKey) -> dict[str, Any]:

@@ -92,6 +92,8 @@ class Simulator:
         self._next_request = 1
         self._wake_at: float | None = None
         self._conns: dict[int, SimConn] = {}
+        self._severed: dict[int, SimConn] = {}
+        """Connections reset by the peer that the policy has not yet been told about."""
         self._requests: dict[int, SimRequest] = {}
         self.timeline: list[TimelineEntry] = []
         self.request_log: list[RequestRecord] = []
@@ -205,7 +207,8 @@ class Simulator:
             conn.last_active = self.now
             self._log("established", conn)
             self._schedule_reap(conn)
-            self.deliver(ConnectionEstablished(conn.conn_id))
+            confirmed = conn.backend if self.cluster.confirms_identity else None
+            self.deliver(ConnectionEstablished(conn.conn_id, confirmed))
         else:
             conn.open = False
             conn.record.closed_ms = self.now
@@ -214,6 +217,8 @@ class Simulator:
             self.client.metadata_stale()
 
     def _do_send(self, conn_id: int, rid: int) -> None:
+        if conn_id in self._severed:
+            return  # lost on a socket already reset; the policy hears of it next
         conn = self._conns[conn_id]
         if not (conn.open and conn.ready):
             raise PolicyMisuse(f"{self.policy.name} sent request {rid} on unusable {conn}")
@@ -226,8 +231,13 @@ class Simulator:
         if req.broker_id is not None and backend != req.broker_id:
             ok = False
             self.misrouted += 1
+        md = self.policy.metadata
+        known = md.endpoint_of(req.broker_id) if md and req.broker_id is not None else None
+        true = None if req.broker_id is None else self.cluster.brokers[req.broker_id].endpoint
         self.request_log.append(
-            RequestRecord(self.now, rid, req.api, req.target, backend, conn_id, conn.key, ok)
+            RequestRecord(
+                self.now, rid, req.api, req.target, backend, conn_id, conn.key, ok, known, true
+            )
         )
         delay = max(MIN_LATENCY_MS, self.cluster.rtt(backend))
         if req.api is Api.FETCH:
@@ -258,6 +268,8 @@ class Simulator:
         return all(self.cluster.leader(tp) == backend for tp in req.partitions)
 
     def _do_close(self, conn_id: int, reason: str) -> None:
+        if conn_id in self._severed:
+            return  # already reset by the peer; the policy hears of it next
         conn = self._conns.pop(conn_id)
         conn.open = False
         conn.record.closed_ms = self.now
@@ -265,25 +277,37 @@ class Simulator:
         self._log("close", conn, reason)
 
     def _do_adopt(self, conn_id: int, new_key: ConnectionKey) -> None:
-        conn = self._conns[conn_id]
+        conn = self._conns.get(conn_id) or self._severed[conn_id]
         conn.key = new_key
         conn.record.adopted_as = new_key
         self._log("adopt", conn)
 
     def peer_close(self, conn: SimConn, reason: str) -> None:
         """The broker side closes ``conn`` (broker down, broker idle reaping)."""
-        if not conn.open:
-            return
-        conn.open = False
-        self._conns.pop(conn.conn_id, None)
-        conn.record.closed_ms = self.now
-        conn.record.close_reason = reason
-        self._log("peer_closed", conn, reason)
-        if conn.ready:
-            self.deliver(ConnectionClosedByPeer(conn.conn_id))
-        else:
-            self.deliver(ConnectionFailed(conn.conn_id))
-        self.client.metadata_stale()
+        self.peer_close_all([conn], reason)
+
+    def peer_close_all(self, conns: list[SimConn], reason: str) -> None:
+        """The broker side closes ``conns`` at one instant (a broker dies, a link drops).
+
+        Every socket is reset before the policy hears of the first: a request it sends
+        meanwhile on another of them is lost (as on a real reset socket), and the policy
+        re-sends it when it hears that one closed too.
+        """
+        severed = [c for c in conns if c.open]
+        for conn in severed:
+            conn.open = False
+            self._conns.pop(conn.conn_id, None)
+            self._severed[conn.conn_id] = conn
+            conn.record.closed_ms = self.now
+            conn.record.close_reason = reason
+            self._log("peer_closed", conn, reason)
+        for conn in severed:
+            del self._severed[conn.conn_id]
+            if conn.ready:
+                self.deliver(ConnectionClosedByPeer(conn.conn_id))
+            else:
+                self.deliver(ConnectionFailed(conn.conn_id))
+            self.client.metadata_stale()
 
     def _schedule_reap(self, conn: SimConn) -> None:
         idle = self.cluster.broker_idle_ms
@@ -306,9 +330,9 @@ class Simulator:
 
     def broker_down(self, broker_id: int) -> None:
         self.cluster.set_down(broker_id)
-        for conn in list(self._conns.values()):
-            if conn.backend == broker_id:
-                self.peer_close(conn, "broker_down")
+        self.peer_close_all(
+            [c for c in self._conns.values() if c.backend == broker_id], "broker_down"
+        )
 
     def open_connections(self) -> list[SimConn]:
         return [c for c in self._conns.values() if c.open]
@@ -317,14 +341,30 @@ class Simulator:
 
     def run(self) -> RunResult:
         started = time.perf_counter()
+        self.start()
+        self.advance_to(self.duration_ms)
+        return self.finish(started)
+
+    # Stepping: run() is start(), advance_to(duration), finish(). A driver that interleaves
+    # its own changes (a property test feeding two simulators the same events) calls them
+    # itself, changing the cluster only between advances.
+
+    def start(self) -> None:
+        """Start the client (its first requests go out at time 0)."""
         self.client.start(self.policy.bootstraps_at_start(self.client_kind is ClientKind.PRODUCER))
+
+    def advance_to(self, end: float) -> None:
+        """Carry out everything scheduled up to and including ``end``; the clock ends there."""
         heap = self._heap
-        end = self.duration_ms
         while heap and heap[0][0] <= end:
             when, _, fn = heapq.heappop(heap)
             self.now = when
             fn()
-        self.now = end
+        self.now = max(self.now, end)
+
+    def finish(self, started: float | None = None) -> RunResult:
+        """End the run at the current time: the steady state, then the client closes."""
+        started = time.perf_counter() if started is None else started
         self.deliver(TimePassed())
         steady = self.open_connections()
         steady_keys = [c.key for c in steady]

@@ -1,0 +1,1 @@
+"""Test machinery that ships with the package: Hypothesis state machines for the property suite."""
