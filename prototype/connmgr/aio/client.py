@@ -110,6 +110,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             linger_ms=options.linger_ms,
             max_connections=options.max_connections,
             expected_cluster_id=options.expected_cluster_id,
+            adopt_unverified=options.adopt_unverified,
             bootstrap_offset=options.bootstrap_offset,
         )
         rng = derive_rng(options.seed, "policy") if options.seed is not None else random.Random()

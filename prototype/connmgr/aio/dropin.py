@@ -2,9 +2,10 @@
 
 Same constructor arguments as aiokafka's classes, plus the policy options (``warm_up``,
 ``share_coordinator``, ``linger_ms``, ``max_connections``, ``expected_cluster_id``,
-``policy_seed``). aiokafka builds its client as usual; the constructor then upgrades that very
-client object to a :class:`~connmgr.aio.client.PolicyClient`, so the sender, fetcher and group
-coordinator aiokafka wired to it use the policy without any aiokafka code being copied.
+``adopt_unverified``, ``policy_seed``). aiokafka builds its client as usual; the constructor
+then upgrades that very client object to a :class:`~connmgr.aio.client.PolicyClient`, so the
+sender, fetcher and group coordinator aiokafka wired to it use the policy without any aiokafka
+code being copied.
 
 Misuse raises :class:`~connmgr.errors.ClientMisuse` with what to do: starting twice,
 sending or polling after ``stop()``.
@@ -29,6 +30,7 @@ POLICY_OPTION_NAMES = (
     "linger_ms",
     "max_connections",
     "expected_cluster_id",
+    "adopt_unverified",
     "bootstrap_offset",
 )
 

@@ -20,6 +20,7 @@ class PolicyOptions:
     linger_ms: int = 3_000
     max_connections: int | None = None
     expected_cluster_id: str | None = None
+    adopt_unverified: bool = False
     bootstrap_offset: int | None = None
     seed: int | None = None
     policy: str = "proposed"
@@ -31,6 +32,7 @@ class PolicyOptions:
             "linger_ms": (int,),
             "max_connections": (int, type(None)),
             "expected_cluster_id": (str, type(None)),
+            "adopt_unverified": (bool,),
             "bootstrap_offset": (int, type(None)),
             "seed": (int, type(None)),
             "policy": (str,),

@@ -118,8 +118,8 @@ class InterestChanged:
 class ConnectionEstablished:
     conn_id: int
     node_id: int | None = None
-    """The broker id the peer confirmed on this connection (a KIP-1242 style identity
-    check), or None when the broker cannot say -- every Kafka release to date."""
+    """The broker id the peer confirmed on this connection (an identity check the
+    protocol lacks today), or None when the broker cannot say -- every Kafka release to date."""
 
 
 @dataclass(frozen=True, slots=True)

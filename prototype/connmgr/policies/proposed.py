@@ -6,10 +6,11 @@ sockets the client needs:
 a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
 b. One bootstrap attempt at a time, failing over through the list from a random start.
 c. Adopt or close: when metadata arrives, a bootstrap connection becomes broker X's data
-   connection only if the broker confirmed id X on the socket (a KIP-1242 style identity
-   check), metadata places X at the socket's host:port, and the cluster id agrees. Brokers
-   today cannot confirm an id, so by default nothing is adopted; ``adopt_unverified`` also
-   adopts when metadata gives the host:port to exactly one broker (see the safety note).
+   connection only if the broker confirmed id X on the socket (an identity check the Kafka
+   protocol lacks today; the RFC proposes one), metadata places X at the socket's
+   host:port, and the cluster id agrees. Brokers today cannot confirm an id, so by default
+   nothing is adopted; ``adopt_unverified`` also adopts when metadata gives the host:port to
+   exactly one broker (see the safety note).
    A connection not adopted carries no broker request: if the cluster id agrees it serves
    any-node requests until the first broker dial, which closes it first (so the stand-in
    never adds to the peak; one still busy then closes as soon as a broker connection is
@@ -39,7 +40,7 @@ is advertised at this host:port") looks safe but is not: the property suite
 (tests/properties) found a proxy that led the address to broker 3 when the socket was
 dialled and to broker 4 only when the metadata answer arrived, so the socket was adopted
 as broker 4's and every request for 4 reached 3. Hence adoption needs the broker's own word
-for its id on the socket (KIP-1242), and the inference is an opt-in (``adopt_unverified``)
+for its id on the socket, and the inference is an opt-in (``adopt_unverified``)
 for clusters known to have no remapping proxy in front. :attr:`PolicyConfig.expected_cluster_id`
 adds the part of an identity check a client can make today: a different cluster is never
 adopted.
@@ -174,8 +175,9 @@ class ProposedPolicy(Policy):
                 # Not adoptable (its host:port is shared, unlisted, or already has its own
                 # connection) but it reached a broker of this cluster, which is all an
                 # any-node request needs: it serves those until a broker connection can,
-                # then prompt close retires it after the linger. Closing it now would
-                # cost a dial for the very next Metadata request.
+                # and is closed as soon as it is quiet and not needed (before a broker
+                # dial, so it never adds to the peak). Closing it now would cost a dial for
+                # the very next Metadata request.
                 continue
             self._retire_connection(conn, CloseReason.NOT_ADOPTED)
 

@@ -49,7 +49,8 @@ class ClusterModel:
     broker_idle_ms: int | None = 600_000
     """The brokers' own ``connections.max.idle.ms`` (None: never reap)."""
     confirms_identity: bool = False
-    """Brokers confirm their id on each new connection (KIP-1242 style); no release does."""
+    """Brokers confirm their id on each new connection (an identity check this
+    proposal would add to the protocol); no release does."""
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     _moved: dict[TopicPartition, int] = field(default_factory=dict)
     _coordinator_moved: dict[str, int] = field(default_factory=dict)

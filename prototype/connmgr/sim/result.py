@@ -27,6 +27,10 @@ class ConnRecord:
     closed_ms: float | None = None
     close_reason: str | None = None
     adopted_as: ConnectionKey | None = None
+    dialled_at: Endpoint | None = None
+    """Where the cluster placed the key's broker when this socket was dialled (None for a
+    socket dialled without a broker id). Differing from the key's endpoint, the dial went
+    by stale metadata and reached whoever was at that address then."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,9 +35,11 @@ class ScenarioSpec:
     policy_defaults: Mapping[str, str] = field(default_factory=dict)
     first_op_ms: float = 0.0
     idempotent: bool = False
+    timings: ClientTimings = field(default_factory=ClientTimings)
+    """The client's request cadence (defaults are the real clients' defaults)."""
 
     def make_client(self, sim: Simulator) -> ClientModel:
-        timings = ClientTimings()
+        timings = self.timings
         if self.client is ClientKind.PRODUCER:
             return ProducerModel(
                 sim, self.topics, timings, first_op_ms=self.first_op_ms, idempotent=self.idempotent

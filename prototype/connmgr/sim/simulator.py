@@ -187,7 +187,13 @@ class Simulator:
 
     def _do_connect(self, conn_id: int, key: ConnectionKey) -> None:
         backend = self.cluster.resolve(key)
-        record = ConnRecord(conn_id, key, backend, self.now)
+        bid = key.broker_id
+        placed = (
+            None
+            if bid is None or bid not in self.cluster.brokers
+            else self.cluster.brokers[bid].endpoint
+        )
+        record = ConnRecord(conn_id, key, backend, self.now, dialled_at=placed)
         self.conn_records.append(record)
         conn = SimConn(conn_id, key, backend, record, last_active=self.now)
         self._conns[conn_id] = conn

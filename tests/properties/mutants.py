@@ -1,0 +1,113 @@
+"""Deliberately broken variants of the proposed policy, one per invariant of the property
+suite (and of the scenario checks in tests/test_mutants.py). Each breaks exactly one rule;
+the suite must fail on it with a short, readable counterexample."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from connmgr.core.actions import CloseReason
+from connmgr.core.config import PolicyConfig
+from connmgr.core.identity import BrokerNode, ConnectionKey, Purpose, Role
+from connmgr.core.metadata import ClusterMetadata
+from connmgr.core.policy import Connection, RandomSource
+from connmgr.core.state import ConnState
+from connmgr.policies import ProposedPolicy
+
+
+class KeyedByHostPort(ProposedPolicy):
+    """Same routing, broken: reuses any ready connection to the request's host:port, as a
+    pool keyed by address alone would -- behind a proxy, one broker's socket carries
+    another's requests."""
+
+    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
+        for conn in self.records():
+            if (
+                conn.state is ConnState.READY
+                and conn.role is not Role.BOOTSTRAP
+                and (conn.key.endpoint, conn.key.purpose) == (key.endpoint, key.purpose)
+            ):
+                return conn
+        return super().get_or_dial(key)
+
+
+class MergeByHostPort(ProposedPolicy):
+    """Safety, broken: adopts a bootstrap connection whenever any broker lists its
+    host:port (the behaviour librdkafka removed in 2.10)."""
+
+    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+        md = self.metadata
+        assert md is not None
+        for conn in self.records():
+            ids = md.ids_by_endpoint.get(conn.key.endpoint)
+            if conn.role is Role.BOOTSTRAP and ids:
+                key = ConnectionKey(conn.key.endpoint, BrokerNode(min(ids)), Purpose.DATA)
+                if self.live(key) is None:
+                    self.adopt(conn, key)
+
+
+class EagerDialer(ProposedPolicy):
+    """Never more sockets, broken: dials every broker as soon as metadata names it, as the
+    2019 articles describe the Java client doing."""
+
+    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+        super().on_metadata(old, via)
+        md = self.metadata
+        assert md is not None
+        for broker in md.brokers:
+            key = ConnectionKey(broker.endpoint, BrokerNode(broker.broker_id), Purpose.DATA)
+            if self.live(key) is None and not self.in_backoff(key):
+                self.dial(key)
+
+
+class NeverClose(ProposedPolicy):
+    """Tight, broken: forgets prompt close, so unneeded connections stay open."""
+
+    def maintain(self) -> None:
+        self.expire_idle()
+
+
+class StaleEndpoint(ProposedPolicy):
+    """Safety, broken: finds a broker's connection by node id alone and keeps it when the
+    broker moves to a new host:port, so it goes on sending to the old address."""
+
+    def _retire_connection(self, conn: Connection, reason: CloseReason) -> None:
+        if reason is not CloseReason.ENDPOINT_CHANGED:
+            super()._retire_connection(conn, reason)
+
+    def get_or_dial(self, key: ConnectionKey) -> Connection:
+        if key.broker_id is not None:
+            found = self.live_for_node(BrokerNode(key.broker_id), key.purpose)
+            if found is not None:
+                return found
+        return super().get_or_dial(key)
+
+
+class TrustsHostPort(ProposedPolicy):
+    """Safety, broken in a subtler way: adopts a bootstrap connection whose host:port
+    metadata gives to one broker without the broker confirming its id (the policy's
+    ``adopt_unverified`` option, forced on)."""
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(dataclasses.replace(config, adopt_unverified=True), rng)
+
+
+class IgnoresBudget(ProposedPolicy):
+    """Safety, broken: forgets ``max_connections``."""
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(dataclasses.replace(config, max_connections=None), rng)
+
+
+class SharedCursor(ProposedPolicy):
+    """Determinism, broken: counts its instances in a class attribute (state shared by every
+    client in the process) and lets the count move the bootstrap server it tries first, so
+    the same world and events give another trace in the next client."""
+
+    instances: ClassVar[int] = 0
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(config, rng)
+        SharedCursor.instances += 1
+        self._boot_cursor = (self._boot_cursor + SharedCursor.instances) % len(config.bootstrap)
