@@ -299,13 +299,15 @@ def serves_workload(sim: Simulator) -> bool:
     }
     if sim.client_kind is ClientKind.CONSUMER and cluster.brokers[cluster.coordinator(GROUP)].up:
         wanted.add(("group", cluster.coordinator(GROUP)))
+    shared = sim.policy.config.share_coordinator  # group requests ride the data socket
     have = set()
     for conn in sim.open_connections():
         broker = conn.key.broker_id
         if conn.ready and broker is not None and broker == conn.backend:
-            have.add(("group", broker))
             if conn.key.purpose is Purpose.DATA:
-                have.add(("data", broker))  # and group requests too, if it is shared
+                have.add(("data", broker))
+            if conn.key.purpose is Purpose.COORDINATION or shared:
+                have.add(("group", broker))
     return wanted <= have
 
 
@@ -368,17 +370,18 @@ def check_fewer_sockets(candidate: Simulator, baseline: Simulator) -> None:
 
 
 def redialled(sim: Simulator) -> int:
-    """Connections established to a broker the client had earlier closed as unneeded."""
-    closed: set[int] = set()
+    """Connections established to a broker, for a purpose, that the client had earlier
+    closed as unneeded."""
+    closed: set[tuple[int, Purpose]] = set()
     count = 0
     for entry in sim.timeline:
-        broker = entry.key.broker_id
-        if broker is None:
+        if entry.key.broker_id is None:
             continue
+        what = (entry.key.broker_id, entry.key.purpose)
         if entry.kind == "close" and entry.reason == "unneeded":
-            closed.add(broker)
-        elif entry.kind == "established" and broker in closed:
-            closed.discard(broker)
+            closed.add(what)
+        elif entry.kind == "established" and what in closed:
+            closed.discard(what)
             count += 1
     return count
 
