@@ -500,6 +500,12 @@ class PairMachine(RuleBasedStateMachine):
     def _pick(self, data: st.DataObject, choices: list[int], label: str) -> int:
         return data.draw(st.sampled_from(choices), label=label)
 
+    def _take_out(self, data: st.DataObject, kind: str, into: set[int]) -> None:
+        """A live broker goes down or leaves (``kind``); remember it in ``into``."""
+        broker = self._pick(data, self.live(), "broker")
+        into.add(broker)
+        self.feed(Step(kind, broker))
+
     # --- rules ---------------------------------------------------------------------------
 
     @rule(ms=st.sampled_from(WAITS))
@@ -515,9 +521,7 @@ class PairMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.live()) > 1)
     @rule(data=st.data())
     def broker_down(self, data: st.DataObject) -> None:
-        broker = self._pick(data, self.live(), "broker")
-        self.down.add(broker)
-        self.feed(Step("broker_down", broker))
+        self._take_out(data, "broker_down", self.down)
 
     @precondition(lambda self: bool(self.down))
     @rule(data=st.data())
@@ -534,9 +538,7 @@ class PairMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.live()) > 1)
     @rule(data=st.data())
     def remove_broker(self, data: st.DataObject) -> None:
-        broker = self._pick(data, self.live(), "broker")
-        self.removed.add(broker)
-        self.feed(Step("remove_broker", broker))
+        self._take_out(data, "remove_broker", self.removed)
 
     @rule(data=st.data())
     def move_endpoint(self, data: st.DataObject) -> None:
