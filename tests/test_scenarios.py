@@ -6,9 +6,11 @@ import functools
 
 import pytest
 from connmgr.core.identity import Role
+from connmgr.errors import ConfigError
 from connmgr.policies import BASELINES
 from connmgr.sim import SCENARIOS, RunResult, simulate
 from connmgr.sim.run import prepare
+from connmgr.sim.scenarios import ScenarioSpec
 
 ALL = ["proposed", *BASELINES]
 
@@ -123,3 +125,47 @@ def test_runs_are_deterministic(policy: str) -> None:
     b = simulate("big-consumer", policy, {"brokers": "50", "duration_ms": "600000", "seed": "7"})
     assert a.as_json()["timeline"] == b.as_json()["timeline"]
     assert a.as_json()["requests"] == b.as_json()["requests"]
+
+
+# --- the grid parameters of big-producer / big-consumer ----------------------------------
+
+
+def _spec(**params: str) -> ScenarioSpec:
+    spec, _, _ = prepare("big-consumer", {"duration_ms": "60000", **params})
+    return spec
+
+
+def test_bootstrap_size_lists_that_many_servers_capped_at_the_brokers() -> None:
+    assert len(_spec(bootstrap_size="1").bootstrap) == 1
+    assert len(_spec(bootstrap_size="2", brokers="30").bootstrap) == 2
+    assert len(_spec(bootstrap_size="3", brokers="2", leaders="1").bootstrap) == 2
+
+
+@pytest.mark.parametrize("brokers", ["3", "30", "1000"])
+def test_coordinator_placement(brokers: str) -> None:
+    shared = _spec(brokers=brokers, leaders="2", coordinator="shared")
+    leaders = set(shared.cluster.topics["events"])
+    assert shared.cluster.coordinator("app") in leaders
+    separate = _spec(brokers=brokers, leaders="2", coordinator="separate")
+    assert separate.cluster.coordinator("app") not in set(separate.cluster.topics["events"])
+
+
+def test_impossible_or_unknown_placements_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="separate is impossible"):
+        _spec(brokers="3", leaders="3", coordinator="separate")
+    with pytest.raises(ConfigError, match="choose one of auto, shared, separate"):
+        _spec(coordinator="elsewhere")
+    with pytest.raises(ConfigError, match="bootstrap_size must be >= 1"):
+        _spec(bootstrap_size="0")
+
+
+def test_partitions_and_topics_share_the_leader_spread() -> None:
+    spec = _spec(brokers="100", leaders="3", partitions="7", topics="2")
+    assert spec.topics == ("events", "events-1")
+    for topic in spec.topics:
+        assert len(spec.cluster.topics[topic]) == 7
+        assert len(set(spec.cluster.topics[topic])) == 3
+    # More partitions on the same leaders need no more connections.
+    wide = simulate("big-consumer", "proposed", dict(brokers="100", partitions="7", topics="2"))
+    narrow = simulate("big-consumer", "proposed", {"brokers": "100"})
+    assert (wide.peak, wide.steady) == (narrow.peak, narrow.steady)

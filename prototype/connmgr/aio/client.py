@@ -177,9 +177,10 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             self._sync_task = create_task(self._md_synchronizer())
 
     async def _metadata_update(self, cluster_metadata: AioClusterMetadata, topics: Any) -> bool:
+        # The topics the application waits for, from the very first request: asking for
+        # brokers only (an empty list) would leave the first send waiting one
+        # retry_backoff_ms for a second round trip (found by the A/B runs).
         request = MetadataRequest(list(topics) if topics else None)
-        if self.policy.metadata is None:
-            request = MetadataRequest([])  # as aiokafka's bootstrap: brokers only
         try:
             lease = await self._acquire(lambda rid: AnyNodeRequestNeeded(rid, Api.METADATA))
         except kafka_errors.KafkaConnectionError:

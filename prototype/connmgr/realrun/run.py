@@ -62,6 +62,19 @@ class RealRun:
     policy_settings: dict[str, str] = field(default_factory=dict)
     java_log: str | None = None
     """The Java client's NetworkClient log, for ``--client java``."""
+    ttfa_ms: float | None = None
+    """Producer: ms from just before the client started to its first acknowledged record
+    (Java: from just before the client was constructed); None for a consumer."""
+    ttfc_ms: float | None = None
+    """Consumer: ms from just before the client started to its first consumed record (Java:
+    from just before the client was constructed); None for a producer."""
+
+    @property
+    def handshakes(self) -> int:
+        """Connection set-ups completed by the steady state: dials opened minus dials failed
+        (from the steady summary, or the whole ledger if the run has none)."""
+        summary = self.steady_summary or self.ledger.summary()
+        return int(summary["opened"]) - int(summary["failed"])
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -77,6 +90,9 @@ class RealRun:
             records_acked=self.records_acked,
             records_consumed=self.records_consumed,
             duplicates=self.duplicates,
+            handshakes=self.handshakes,
+            ttfa_ms=_rounded(self.ttfa_ms),
+            ttfc_ms=_rounded(self.ttfc_ms),
             wall_s=round(self.wall_s, 3),
             choices=self.choices,
         )
@@ -101,6 +117,10 @@ class RealRun:
             if nodes:
                 settings[option] = ",".join(nodes)
         return settings
+
+
+def _rounded(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 3)
 
 
 Dial = tuple[int | None, Role, str]

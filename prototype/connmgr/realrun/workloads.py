@@ -1,6 +1,11 @@
 """The workloads of real runs with aiokafka clients (stock, observed, or with the proposed
 policy inside): produce or consume a scenario's records, wait for the steady state, measure,
-stop, and check the kernel agrees at each point."""
+stop, and check the kernel agrees at each point.
+
+Besides connections, a run times its start: from just before ``client.start()`` (on
+``time.perf_counter``) to the first record acknowledged (producer: the first send future to
+complete successfully, whichever it is) or the first record consumed (consumer: the first
+``getmany`` that returns a message)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
-from connmgr.core.config import ClientKind
+from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.errors import ConnMgrError
 from connmgr.javalog import parse_least_loaded_picks, parse_sent_requests
 from connmgr.realrun.backends import ClusterBackend
@@ -36,13 +41,59 @@ def _client_kwargs(
 ) -> dict[str, Any]:
     """aiokafka keyword arguments for ``client``: the policy settings converted and checked
     exactly as the simulator converts them (one parser: PolicyConfig.with_settings)."""
-    config = policy_config(spec, policy_settings)
+    return config_kwargs(client, policy_config(spec, policy_settings), seed)
+
+
+def config_kwargs(client: str, config: PolicyConfig, seed: int) -> dict[str, Any]:
+    """aiokafka keyword arguments for ``client`` ("aiokafka" or "proposed") from ``config``:
+    the idle timeout for both, and for "proposed" the policy options and ``seed``."""
     idle = config.connections_max_idle_ms
     kwargs: dict[str, Any] = {"connections_max_idle_ms": None if idle == -1 else idle}
     if client == "proposed":
         kwargs["policy_seed"] = seed  # the simulator's policy draws from the same stream
         kwargs.update({name: getattr(config, name) for name in POLICY_OPTION_NAMES})
     return kwargs
+
+
+def new_producer(client: str, kwargs: Mapping[str, Any]) -> Any:
+    """A producer that records its connections in ``.ledger``: ``ProposedProducer`` for
+    "proposed", stock aiokafka observed (:func:`observed_producer`) otherwise."""
+    if client == "proposed":
+        return ProposedProducer(**kwargs)
+    return observed_producer(**kwargs)
+
+
+class AckClock:
+    """When send futures complete successfully, on ``time.perf_counter``: the first and the
+    last acknowledgement and how many there were, in completion order (not list order).
+
+    A done-callback runs one loop iteration after the future completes; that lag is the only
+    error, and it is the same for every client.
+    """
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.last: float | None = None
+        self.acked = 0
+
+    def watch(self, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """Time ``future``'s successful completion; returns it, for chaining."""
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.acked += 1
+
+
+def elapsed_ms(start: float, end: float | None) -> float | None:
+    """Milliseconds from ``start`` to ``end`` (both ``perf_counter``), None if ``end`` is."""
+    return None if end is None else (end - start) * 1000.0
 
 
 async def produce_fixture(bootstrap: str, spec: ScenarioSpec, records: int) -> None:
@@ -90,20 +141,22 @@ async def run_producer(
     kwargs.update(bootstrap_servers=bootstrap, acks="all")
     if options["idempotent"]:
         kwargs["enable_idempotence"] = True
-    producer: Any = (
-        ProposedProducer(**kwargs) if run.client == "proposed" else observed_producer(**kwargs)
-    )
+    producer = new_producer(run.client, kwargs)
     run.ledger = producer.ledger
     partitions = run.spec.cluster.partitions(run.spec.topics)
+    clock = AckClock()
+    started = time.perf_counter()
     await producer.start()
     try:
         futures = []
         for i in range(options["records"]):
             tp = partitions[i % len(partitions)]
-            futures.append(await producer.send(tp.topic, f"r{i}".encode(), partition=tp.partition))
+            sent = await producer.send(tp.topic, f"r{i}".encode(), partition=tp.partition)
+            futures.append(clock.watch(sent))
             run.records_sent += 1
         results = await asyncio.gather(*futures, return_exceptions=True)
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
+        run.ttfa_ms = elapsed_ms(started, clock.first)
         await _measure(run, producer.ledger, cluster, options["settle_ms"], verify)
     finally:
         await _stop(run, producer, cluster, verify)
@@ -136,11 +189,14 @@ async def run_consumer(
     run.ledger = consumer.ledger
     wanted = options["records"]
     seen: set[bytes] = set()
+    started = time.perf_counter()
     await consumer.start()
     try:
         deadline = time.monotonic() + 60
         while len(seen) < wanted and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=1000)
+            if run.ttfc_ms is None and any(batch.values()):
+                run.ttfc_ms = elapsed_ms(started, time.perf_counter())
             for messages in batch.values():
                 for message in messages:
                     run.records_consumed += 1
@@ -155,6 +211,16 @@ async def run_consumer(
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
         )
+
+
+def _probe_ms(line: Mapping[str, Any], key: str) -> float | None:
+    """A timing from a probe line: ms, or None where the probe has none (null or absent)."""
+    value = line.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RealRunError(f"the Java probe reported {key}={value!r}, not a number of ms")
+    return float(value)
 
 
 def java_needs_compat(version: str) -> bool:
@@ -204,6 +270,8 @@ async def run_java(
     run.records_sent = java.steady.records_sent
     run.records_acked = java.steady.records_acked
     run.records_consumed = java.steady.records_consumed
+    run.ttfa_ms = _probe_ms(java.steady.raw, "ttfa_ms")
+    run.ttfc_ms = _probe_ms(java.steady.raw, "ttfc_ms")
     run.java_log = str(java.log_path)
     with open(java.log_path) as log:
         lines = log.readlines()

@@ -7,7 +7,7 @@ parameters are policy options (see :class:`~connmgr.core.config.PolicyConfig`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from connmgr.core.config import ClientKind, PolicyConfig, coerce_option
@@ -79,6 +79,8 @@ def _coerce(name: str, current: ParamValue, text: str) -> ParamValue:
             return float(text)
         except ValueError:
             raise ConfigError(f"{name}={text!r}: expected a number") from None
+    if isinstance(current, str):
+        return text
     value = coerce_option(name, current, text)
     assert isinstance(value, int | float | str | bool)
     if (
@@ -150,26 +152,59 @@ def _seed(p: Mapping[str, ParamValue], client: ClientKind, bootstrap: str) -> Sc
     )
 
 
+COORDINATOR_PLACEMENTS = ("auto", "shared", "separate")
+
+
+def _coordinator(n: int, leaders: Sequence[int], placement: str) -> int:
+    """The group coordinator of an N-broker cluster: ``shared`` with the first leader,
+    ``separate`` from every leader (impossible when every broker leads), or ``auto`` (broker
+    N/3, the historical default, which is separate from the spread leaders on big clusters)."""
+    if placement not in COORDINATOR_PLACEMENTS:
+        raise ConfigError(
+            f"coordinator={placement!r}: choose one of {', '.join(COORDINATOR_PLACEMENTS)}"
+        )
+    if placement == "shared":
+        return leaders[0]
+    auto = max(1, n // 3) if n > 3 else 1
+    if placement == "auto":
+        return auto
+    free = [b for b in range(1, n + 1) if b not in set(leaders)]
+    if not free:
+        raise ConfigError(f"coordinator=separate is impossible: all {n} brokers lead a partition")
+    return auto if auto in free else free[0]
+
+
 def _big(p: Mapping[str, ParamValue], client: ClientKind) -> ScenarioSpec:
     n = _int(p, "brokers")
     if n < 1:
         raise ConfigError("brokers must be >= 1")
-    leaders = spread_leaders(n, _int(p, "leaders"))
-    coordinator = max(1, n // 3) if n > 3 else 1
+    spread = spread_leaders(n, _int(p, "leaders"))
+    partitions = _int(p, "partitions") or len(spread)
+    topic_count = _int(p, "topics")
+    if topic_count < 1:
+        raise ConfigError("topics must be >= 1")
+    if _int(p, "bootstrap_size") < 1:
+        raise ConfigError("bootstrap_size must be >= 1 (entries in bootstrap.servers)")
+    bootstrap = min(_int(p, "bootstrap_size"), n)  # brokers 1..bootstrap; a list cannot repeat
+    # Partition i of every topic is led by the i-th spread leader, round robin: the topics
+    # share their leaders, so the leader spread alone decides the data connections needed.
+    leaders = [spread[i % len(spread)] for i in range(partitions)]
+    names = ["events"] + [f"events-{i}" for i in range(1, topic_count)]
+    coordinator = _coordinator(n, spread, str(p["coordinator"]))
     cluster = build_cluster(
         _localhost_brokers(range(1, n + 1), 9092),
-        {"events": leaders},
+        dict.fromkeys(names, leaders),
         {"app": coordinator},
         rtt_ms=_num(p, "rtt_ms"),
         broker_idle_ms=_broker_idle(p),
         seed=_int(p, "seed"),
     )
-    servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, min(n, 3) + 1))
+    servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, bootstrap + 1))
     return ScenarioSpec(
         cluster=cluster,
         bootstrap=parse_bootstrap(servers),
         client=client,
-        topics=("events",),
+        topics=tuple(names),
         group="app" if client is ClientKind.CONSUMER else None,
         duration_ms=_num(p, "duration_ms"),
         policy_defaults=(
@@ -265,6 +300,11 @@ _BIG = {
     "duration_ms": 60 * MINUTE,
     "broker_idle_ms": 600_000,
     "client_idle_disabled": 0,
+    # 3 bootstrap servers (or all brokers if fewer), one partition per leader, one topic.
+    "bootstrap_size": 3,
+    "partitions": 0,
+    "topics": 1,
+    "coordinator": "auto",
 }
 _register(
     Scenario(

@@ -19,6 +19,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -43,14 +44,22 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       acks=all and wait for every ack; consumer: subscribe as {@code --group}, poll until
  *       {@code --records} records were read, commitSync;</li>
  *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);</li>
- *   <li>print {@code {"phase":"steady",...}} with record counts and the client's own
- *       connection metrics, then block until a line (or EOF) arrives on stdin, so the caller can
- *       inspect the process's sockets while the client sits in its steady state;</li>
+ *   <li>print {@code {"phase":"steady",...}} with record counts, the client's own
+ *       connection metrics and its start-up timings, then block until a line (or EOF) arrives
+ *       on stdin, so the caller can inspect the process's sockets while the client sits in its
+ *       steady state;</li>
  *   <li>close the client and print {@code {"phase":"closed",...}} with the metrics again;
  *       exit 0.</li>
  * </ol>
  * Any failure prints {@code {"phase":"error","error":...}} and exits non-zero (2 for bad
  * arguments, 1 otherwise).
+ *
+ * <p>The start-up timings, in milliseconds (a double, or null where there is none), measured
+ * with {@code System.nanoTime()} from just before the client is constructed (so they include
+ * the {@code --wait-ms} wait, if any): {@code ttfa_ms}, to the producer's first acknowledged
+ * record (the first send callback without an exception, whichever record it is), and
+ * {@code ttfc_ms}, to the consumer's first poll that returned a record. Both lines carry both
+ * fields.
  *
  * <p>The source compiles against kafka-clients 2.1.0 and 4.x alike: it uses only APIs present
  * in both (e.g. {@code poll(Duration)}, added in 2.0; {@code Metric.metricValue()}, added in
@@ -61,6 +70,10 @@ public final class Probe {
 
     /** Same pattern as log4j 1's {@code %d}: the timestamps of the log file. */
     private static final String LOG_TIME_FORMAT = "yyyy-MM-dd HH:mm:ss,SSS";
+
+    /** "Not yet" for a nanoTime field: nanoTime never returns it in practice (it would take
+     *  a clock origin 292 years away). */
+    private static final long NO_TIME = Long.MIN_VALUE;
 
     private static final List<String> METRICS = List.of(
             "connection-creation-total", "connection-close-total", "connection-count");
@@ -213,6 +226,13 @@ public final class Probe {
         private int consumed;
         private final ConcurrentLinkedQueue<String> sendErrors = new ConcurrentLinkedQueue<>();
         private String releasedAt;
+        /** nanoTime just before the client is constructed: the origin of the timings. */
+        private long clientStart;
+        /** nanoTime of the first successful send callback (set once, by the I/O thread);
+         *  NO_TIME until then. */
+        private final AtomicLong firstAck = new AtomicLong(NO_TIME);
+        private long firstConsumed;
+        private boolean firstConsumedSeen;
 
         Run(Args args, PrintStream json) {
             this.args = args;
@@ -234,6 +254,7 @@ public final class Probe {
             props.put("key.serializer", ByteArraySerializer.class.getName());
             props.put("value.serializer", ByteArraySerializer.class.getName());
             props.putAll(args.extra);
+            clientStart = System.nanoTime();
             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
             waitPhase();
             List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
@@ -243,6 +264,7 @@ public final class Probe {
                         new ProducerRecord<>(args.topic, i % args.partitions, null, value);
                 futures.add(producer.send(record, (metadata, exception) -> {
                     if (exception == null) {
+                        firstAck.compareAndSet(NO_TIME, System.nanoTime());
                         acked.incrementAndGet();
                     } else {
                         sendErrors.add(describe(exception));
@@ -275,6 +297,7 @@ public final class Probe {
             props.put("key.deserializer", ByteArrayDeserializer.class.getName());
             props.put("value.deserializer", ByteArrayDeserializer.class.getName());
             props.putAll(args.extra);
+            clientStart = System.nanoTime();
             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
             consumer.subscribe(Collections.singletonList(args.topic));
             waitPhase();
@@ -284,6 +307,10 @@ public final class Probe {
                             + " ms having consumed " + consumed + " of " + args.records + " records");
                 }
                 ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                if (!firstConsumedSeen && batch.count() > 0) {
+                    firstConsumed = System.nanoTime();
+                    firstConsumedSeen = true;
+                }
                 consumed += batch.count();
             }
             consumer.commitSync();
@@ -342,6 +369,9 @@ public final class Probe {
                 values.put(e.getKey(), sum);
             }
             out.put("metrics", values);
+            long ack = firstAck.get();
+            out.put("ttfa_ms", ack != NO_TIME ? millisSince(clientStart, ack) : null);
+            out.put("ttfc_ms", firstConsumedSeen ? millisSince(clientStart, firstConsumed) : null);
             out.put("started_at", startedAt);
             out.put("log_time", logTime());
             if (releasedAt != null) {
@@ -395,6 +425,10 @@ public final class Probe {
         } catch (IOException e) {
             return "unknown";
         }
+    }
+
+    static Double millisSince(long startNanos, long endNanos) {
+        return (endNanos - startNanos) / 1e6;
     }
 
     static long remainingMs(long deadlineNanos) {
