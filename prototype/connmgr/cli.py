@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from connmgr import __version__, javalog
 from connmgr.core.identity import COORDINATOR_ID_BASE, Role
@@ -113,7 +114,75 @@ def _parser() -> argparse.ArgumentParser:
         help="the run's connection lines in the Java client's log format (for --client java, "
         "its own NetworkClient lines)",
     )
+    bench = sub.add_parser(
+        "bench",
+        help="the main job: benchmark grid, real A/B runs, Spark comparison, report",
+        description=(
+            "Run the benchmark grid (benchmarks/grid.toml): every policy through the "
+            "simulator; stock aiokafka, the proposed client and the real Java client "
+            "(kafka-clients 2.1.0 and 4.x) on the embedded cluster, with injected RTT; the "
+            "proposed and stock producers' throughput A/B; the pytest-benchmark suites "
+            "(decision cost, simulator events/s); the simulator inside Spark tasks over a "
+            "large sweep. Then a PySpark job pairs the proposal with each baseline and writes "
+            "tables, plots and index.md into OUT/<run-id>/. Exits 1 if the proposal is worse "
+            "than a baseline anywhere (listed in the report), 2 on bad input."
+        ),
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="the grid's [quick] overrides: the same kinds of run, fewer, in under 5 minutes",
+    )
+    bench.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (default: local[*], in this process)",
+    )
+    bench.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=Path("reports"),
+        help="where the run's folder OUT/<run-id>/ goes (default: reports)",
+    )
+    bench.add_argument(
+        "--grid",
+        metavar="FILE",
+        type=Path,
+        help="the grid file (default: benchmarks/grid.toml of this checkout)",
+    )
+    bench.add_argument(
+        "--list", action="store_true", help="print the grid's points and exit without running"
+    )
+    bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from connmgr.bench.grid import load_grid
+
+    grid = load_grid(args.grid, quick=args.quick)
+    if args.list:
+        print(grid.describe())
+        for point in grid.sim_points:
+            print(f"sim  {point.point}")
+        for real in grid.real_points:
+            print(f"real {real.point}")
+        for skipped in grid.skipped:
+            print(f"skip {skipped}")
+        return 0
+    from connmgr.bench.job import run_bench
+
+    outcome = run_bench(grid, args.out, master=args.master, show=not args.no_progress)
+    print(f"report: {outcome.report}")
+    if outcome.regressions:
+        print(
+            f"connmgr bench: the proposal is worse than a baseline in "
+            f"{len(outcome.regressions)} comparisons (listed in the report)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def _summary(result: RunResult) -> str:
@@ -184,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(_summary(result))
         elif args.command == "run":
             return _run(args)
+        elif args.command == "bench":
+            return _bench(args)
     except ConnMgrError as exc:
         print(f"connmgr: error: {exc}", file=sys.stderr)
         return 2

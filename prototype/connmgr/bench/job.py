@@ -1,0 +1,334 @@
+"""``connmgr bench``: the main job, from the grid to the report.
+
+1. every policy through the simulator over the grid's points (``results/sim.parquet``);
+2. the real clients on the embedded cluster (``results/real.parquet``) and the A/B
+   throughput turns (``results/throughput.parquet``);
+3. the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
+4. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
+   kept as ``results/sweep.parquet``), then the comparison job, which writes the report.
+
+Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
+(``index.md``, ``tables/``, ``plots/``) beside it. Raw results are written as each stage
+ends, so a failed stage leaves the earlier ones for inspection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from connmgr.bench.grid import Grid, RealPoint, java_version
+from connmgr.bench.rows import (
+    RunMeta,
+    counting_columns,
+    git_commit,
+    new_meta,
+    point_text,
+    sim_row,
+    spec_columns,
+)
+from connmgr.bench.schema import Kind, check_row, write_parquet
+from connmgr.errors import ConnMgrError
+from connmgr.sim.run import prepare, run_spec
+
+MICRO_DIR = Path(__file__).resolve().parents[3] / "benchmarks" / "micro"
+T = TypeVar("T")
+
+
+class BenchError(ConnMgrError):
+    """A stage of the main job failed; the message names the stage and the run."""
+
+
+@dataclass
+class BenchOutcome:
+    run_id: str
+    run_dir: Path
+    report: Path
+    regressions: list[Any] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    sweep: list[tuple[int, float, int]] = field(default_factory=list)
+    """(points, wall s, simulations) per sweep size."""
+
+
+def new_run_id(now: datetime.datetime | None = None) -> str:
+    stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    commit = git_commit()
+    return f"{stamp}-{commit[:7] if commit != 'unknown' else 'nogit'}"
+
+
+def _bar(items: Iterable[T], total: int, desc: str, show: bool) -> Iterator[T]:
+    from tqdm import tqdm
+
+    yield from tqdm(items, total=total, desc=desc, unit="run", disable=not show, leave=True)
+
+
+# --- 1. the simulator ---------------------------------------------------------------------
+
+
+def sim_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
+    """Every policy of the grid through every simulated point, ``repeats`` times."""
+    repeats = grid.get("sim", "repeats")
+    base_seed = grid.get("sim", "seed")
+    jobs = [
+        (point, policy, r)
+        for point in grid.sim_points
+        for r in range(repeats)
+        for policy in grid.policies
+    ]
+    rows = []
+    for point, policy, repeat in _bar(jobs, len(jobs), "simulate", show):
+        seed = base_seed + repeat
+        spec, policy_settings, _ = prepare(point.scenario, {**point.params, "seed": str(seed)})
+        result = run_spec(spec, policy, policy_settings, seed)
+        result.scenario = point.scenario
+        rows.append(
+            sim_row(
+                result,
+                spec,
+                meta=meta,
+                point=point.point,
+                repeat=repeat,
+                idle_disabled=point.idle_disabled,
+            )
+        )
+    return rows
+
+
+# --- 2. real clients ----------------------------------------------------------------------
+
+
+def real_row(
+    run: Any, point: RealPoint, client: str, repeat: int, meta: RunMeta, records: int
+) -> dict[str, Any]:
+    """One row for a real run (a :class:`connmgr.realrun.RealRun`)."""
+    summary = run.steady_summary
+    row: dict[str, Any] = {
+        **meta.columns(),
+        "kind": Kind.REAL.value,
+        "point": point.point,
+        "scenario": point.scenario,
+        "policy": client,
+        **spec_columns(run.spec),
+        "rtt_ms": point.rtt_ms,
+        "idle_disabled": False,
+        "duration_ms": float(run.wall_s * 1000.0),
+        "repeat": repeat,
+        "seed": int(run.seed),
+        **counting_columns(summary),
+        "misrouted": None,
+        "records": records,
+        "ttfa_ms": run.ttfa_ms,
+        "ttfc_ms": run.ttfc_ms,
+        "throughput_rps": None,
+        "events": None,
+        "wall_s": float(run.wall_s),
+    }
+    check_row(row, f"real {point.point} {client} repeat {repeat}")
+    return row
+
+
+def real_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
+    """Every real client through every real point, ``repeats`` times, each run on a fresh
+    embedded cluster. A failed run is retried once; a second failure stops the job."""
+    from connmgr.realrun import run_real
+
+    repeats = grid.get("real", "repeats")
+    records = grid.get("real", "records")
+    base_seed = grid.get("real", "seed")
+    jobs = [
+        (point, client, r)
+        for point in grid.real_points
+        for r in range(repeats)
+        for client in grid.clients
+    ]
+    rows = []
+    for point, client, repeat in _bar(jobs, len(jobs), "real runs", show):
+        version = java_version(client)
+        settings = {**point.params, "records": str(records), "seed": str(base_seed + repeat)}
+        for attempt in (1, 2):
+            try:
+                run = asyncio.run(
+                    run_real(
+                        point.scenario,
+                        "java" if version else client,
+                        settings,
+                        kafka_clients=version,
+                    )
+                )
+                break
+            except ConnMgrError as e:
+                if attempt == 2:
+                    raise BenchError(f"real run {point.point} {client} failed twice: {e}") from e
+        rows.append(real_row(run, point, client, repeat, meta, records))
+    return rows
+
+
+def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
+    """The A/B throughput turns, one row per turn (``repeat`` = round)."""
+    from connmgr.realrun import throughput_ab
+
+    brokers = grid.get("throughput", "brokers")
+    records = grid.get("throughput", "records")
+    rounds = grid.get("throughput", "rounds")
+    rows = []
+    for rtt in _bar(
+        grid.get("throughput", "rtt_ms"),
+        len(grid.get("throughput", "rtt_ms")),
+        "throughput A/B",
+        show,
+    ):
+        params = {"brokers": brokers, "records": records, "rtt_ms": float(rtt)}
+        point = point_text("throughput-ab", params)
+        started = time.perf_counter()
+        turns = asyncio.run(throughput_ab(brokers, records, rounds, float(rtt), 0))
+        wall = time.perf_counter() - started
+        for turn in turns:
+            row: dict[str, Any] = {
+                **meta.columns(),
+                "kind": Kind.REAL.value,
+                "point": point,
+                "scenario": "throughput-ab",
+                "policy": turn.client,
+                "client": "producer",
+                "brokers": brokers,
+                "bootstrap_size": brokers,
+                "leaders": brokers,
+                "coordinator_shared": False,
+                "idle_disabled": False,
+                "rtt_ms": float(rtt),
+                "duration_ms": turn.seconds * 1000.0,
+                "repeat": turn.round,
+                "seed": 0,
+                "opened": turn.opened,
+                "failed": 0,
+                "peak": turn.peak,
+                "steady": turn.steady,
+                **{
+                    f"{w}_{r}": None
+                    for w in ("opened", "steady")
+                    for r in ("bootstrap", "data", "coordination")
+                },
+                "handshakes": turn.opened,
+                "handshakes_avoided": 0,
+                "misrouted": None,
+                "records": turn.records,
+                "ttfa_ms": None,
+                "ttfc_ms": None,
+                "throughput_rps": turn.records_per_s,
+                "events": None,
+                "wall_s": wall,
+            }
+            check_row(row, f"throughput {point} {turn.client} round {turn.round}")
+            rows.append(row)
+    return rows
+
+
+# --- 3. micro-benchmarks ------------------------------------------------------------------
+
+
+def run_micro(grid: Grid, out: Path) -> Path:
+    """The pytest-benchmark suites, in a subprocess, into ``out`` (JSON)."""
+    if not MICRO_DIR.is_dir():
+        raise BenchError(f"micro-benchmarks not found at {MICRO_DIR} (run from a source checkout)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CONNMGR_MICRO_ROUNDS": str(grid.get("micro", "rounds"))}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(MICRO_DIR),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--benchmark-json={out}",
+        "--rootdir",
+        str(MICRO_DIR),
+    ]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not out.exists():
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise BenchError(f"micro-benchmarks failed (exit {done.returncode}):\n{tail}")
+    return out
+
+
+# --- the whole job ------------------------------------------------------------------------
+
+
+def run_bench(
+    grid: Grid,
+    out: Path,
+    *,
+    master: str | None = None,
+    show: bool = True,
+    say: Callable[[str], None] = print,
+    run_id: str | None = None,
+) -> BenchOutcome:
+    """Run the whole main job over ``grid`` and write the report into ``out/<run-id>/``."""
+    from connmgr.bench.compare import run_comparison
+    from connmgr.bench.spark import spark_session
+    from connmgr.bench.sweep import run_sweep
+
+    rid = run_id or new_run_id()
+    run_dir = out / rid
+    raw = run_dir / "raw"
+    results = raw / "results"
+    meta = new_meta(rid)
+    outcome = BenchOutcome(rid, run_dir, run_dir / "index.md")
+    say(grid.describe())
+
+    def stage(name: str, work: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        value = work()
+        outcome.stage_seconds[name] = time.perf_counter() - started
+        return value
+
+    write_parquet(
+        stage("simulate", lambda: sim_rows(grid, meta, show=show)), results / "sim.parquet"
+    )
+    write_parquet(stage("real", lambda: real_rows(grid, meta, show=show)), results / "real.parquet")
+    write_parquet(
+        stage("throughput", lambda: throughput_rows(grid, meta, show=show)),
+        results / "throughput.parquet",
+    )
+    say("micro-benchmarks (pytest-benchmark) ...")
+    stage("micro", lambda: run_micro(grid, raw / "micro" / "micro.json"))
+    say("starting Spark ...")
+    spark = stage("spark start", lambda: spark_session(master))
+    sizes = list(grid.get("sweep", "sizes"))
+    for size in _bar(sizes, len(sizes), "sweep", show):
+        last = size == sizes[-1]
+        target = results / "sweep.parquet" if last else raw / "scratch" / f"sweep-{size}"
+        sweep = run_sweep(spark, size, target, meta=meta, seed=grid.get("sweep", "seed"))
+        outcome.sweep.append((sweep.points, sweep.wall_s, sweep.simulations))
+    say("comparing on Spark and writing the report ...")
+    comparison = stage(
+        "compare",
+        lambda: run_comparison(spark, raw, run_dir, extra_sections=_sections(grid, outcome)),
+    )
+    outcome.regressions = list(comparison.regressions)
+    return outcome
+
+
+def _sections(grid: Grid, outcome: BenchOutcome) -> list[tuple[str, str]]:
+    lines = [
+        "| grid points | simulations | wall time (s) | simulations/s |",
+        "|---:|---:|---:|---:|",
+    ]
+    for points, wall, sims in outcome.sweep:
+        lines.append(f"| {points:,} | {sims:,} | {wall:.1f} | {sims / wall:,.0f} |")
+    stages = ["| stage | seconds |", "|---|---:|"]
+    stages += [f"| {name} | {s:.1f} |" for name, s in outcome.stage_seconds.items()]
+    skipped = "\n".join(f"- {s}" for s in grid.skipped) or "none"
+    return [
+        ("Sweep: how the run time scales with the grid", "\n".join(lines)),
+        ("Grid", f"{grid.describe()}\n\nImpossible points left out:\n\n{skipped}"),
+        ("Stage timings", "\n".join(stages)),
+    ]

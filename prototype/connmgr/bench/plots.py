@@ -1,0 +1,245 @@
+"""The report's plots, drawn headless (matplotlib's Agg canvas, no pyplot state).
+
+Each function takes rows already aggregated by the Spark job (plain mappings), writes one PNG
+and returns its path, or returns None when the rows hold nothing to draw. Colours are fixed
+per policy across plots: the proposal is always the first colour.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from connmgr.bench.report import PROPOSED
+from connmgr.bench.schema import ROLES
+
+MAX_PANELS = 9
+_KNOWN_COLOURS = {
+    PROPOSED: "tab:green",
+    "java-described": "tab:purple",
+    "java-today": "tab:brown",
+    "aiokafka-today": "tab:blue",
+    "aiokafka": "tab:cyan",
+    "java-2.1.0": "tab:pink",
+    "java-4.4.0": "tab:orange",
+}
+_OTHER_COLOURS = ("tab:olive", "tab:gray", "tab:red", "black")
+_ROLE_COLOURS = {"bootstrap": "tab:gray", "data": "tab:blue", "coordination": "tab:orange"}
+
+
+def colour(policy: str) -> str:
+    """The colour of a policy or client, the same in every plot of every report."""
+    known = _KNOWN_COLOURS.get(policy)
+    if known is not None:
+        return known
+    return _OTHER_COLOURS[zlib.crc32(policy.encode()) % len(_OTHER_COLOURS)]
+
+
+def _policies(rows: Iterable[Mapping[str, Any]], key: str = "policy") -> list[str]:
+    names = {str(r[key]) for r in rows}
+    return sorted(names, key=lambda p: (p != PROPOSED, p))
+
+
+def _figure(panels: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, list[Any]]:
+    from matplotlib.figure import Figure
+
+    cols = min(panels, 3)
+    rows = math.ceil(panels / cols)
+    fig = Figure(figsize=(width * cols, height * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, axes[:panels]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # tight_layout once is several times cheaper than a constrained layout engine.
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def _panels(rows: Sequence[Mapping[str, Any]], *, several_sizes: bool) -> list[tuple[str, str]]:
+    """(kind, scenario) panels, those with the most broker counts first, at most
+    :data:`MAX_PANELS`; with ``several_sizes``, only those with more than one broker count
+    (unless none has)."""
+    sizes: dict[tuple[str, str], set[Any]] = {}
+    for r in rows:
+        sizes.setdefault((r["kind"], r["scenario"]), set()).add(r["brokers"])
+    ranked = sorted(sizes, key=lambda k: (-len(sizes[k]), k))
+    if several_sizes and len(sizes[ranked[0]]) > 1:
+        ranked = [k for k in ranked if len(sizes[k]) > 1]
+    return ranked[:MAX_PANELS]
+
+
+def sockets_vs_brokers(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """Median peak (solid) and steady (dashed) sockets against broker count (log x), one line
+    per policy, one panel per (kind, scenario). Rows: the ``sockets-by-brokers`` table."""
+    if not rows:
+        return None
+    panels = _panels(rows, several_sizes=True)
+    fig, axes = _figure(len(panels))
+    for ax, (kind, scenario) in zip(axes, panels, strict=True):
+        mine = [r for r in rows if (r["kind"], r["scenario"]) == (kind, scenario)]
+        for policy in _policies(mine):
+            pts = sorted(
+                (r["brokers"], r["peak"], r["steady"]) for r in mine if r["policy"] == policy
+            )
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [p[1] for p in pts], "o-", color=colour(policy), label=policy)
+            ax.plot(xs, [p[2] for p in pts], "x--", color=colour(policy), alpha=0.6)
+        ax.set_xscale("log")
+        ax.set_title(f"{scenario} ({kind})", fontsize=10)
+        ax.set_xlabel("brokers")
+        ax.set_ylabel("sockets: peak (—), steady (--)")
+        ax.legend(fontsize=7)
+    fig.suptitle("Sockets against cluster size (medians)")
+    return _save(fig, path)
+
+
+def sockets_by_role(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """Stacked bars: sockets opened by role, per policy, one panel per (kind, scenario) (mean
+    over the scenario's points of the median). Rows: the ``sockets-by-role`` table."""
+    measured = [r for r in rows if any(r[f"opened_{role}"] is not None for role in ROLES)]
+    if not measured:
+        return None
+    rows = measured
+    panels = _panels(rows, several_sizes=False)
+    fig, axes = _figure(len(panels))
+    for ax, (kind, scenario) in zip(axes, panels, strict=True):
+        mine = [r for r in rows if (r["kind"], r["scenario"]) == (kind, scenario)]
+        policies = _policies(mine)
+        bottom = [0.0] * len(policies)
+        for role in ROLES:
+            heights = [
+                _mean(r[f"opened_{role}"] for r in mine if r["policy"] == p) for p in policies
+            ]
+            ax.bar(policies, heights, bottom=bottom, label=role, color=_ROLE_COLOURS[role])
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        ax.set_title(f"{scenario} ({kind})", fontsize=10)
+        ax.set_ylabel("sockets opened (mean over points)")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle("Sockets opened, by role")
+    return _save(fig, path)
+
+
+def latency(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """Box plots of time to first ack (producers) and first consume (consumers) per client,
+    grouped by RTT. Rows: raw result rows with ``rtt_ms``, ``policy``, ``ttfa_ms``,
+    ``ttfc_ms``."""
+    metrics = [
+        (m, label)
+        for m, label in (
+            ("ttfa_ms", "time to first ack, ms"),
+            ("ttfc_ms", "time to first consume, ms"),
+        )
+        if any(r[m] is not None for r in rows)
+    ]
+    if not metrics:
+        return None
+    fig, axes = _figure(len(metrics), width=6.5)
+    for ax, (m, label) in zip(axes, metrics, strict=True):
+        mine = [r for r in rows if r[m] is not None]
+        rtts = sorted({float(r["rtt_ms"]) for r in mine})
+        policies = _policies(mine)
+        width = 0.8 / len(policies)
+        for j, policy in enumerate(policies):
+            data, positions = [], []
+            for i, rtt in enumerate(rtts):
+                values = [r[m] for r in mine if r["policy"] == policy and float(r["rtt_ms"]) == rtt]
+                if values:
+                    data.append(values)
+                    positions.append(i - 0.4 + width * (j + 0.5))
+            if not data:
+                continue
+            box = ax.boxplot(
+                data,
+                positions=positions,
+                widths=width * 0.9,
+                patch_artist=True,
+                medianprops={"color": "black"},
+            )
+            for patch in box["boxes"]:
+                patch.set_facecolor(colour(policy))
+            ax.plot([], [], "s", color=colour(policy), label=policy)
+        ax.set_xticks(range(len(rtts)), [f"{rtt:g}" for rtt in rtts])
+        ax.set_xlabel("RTT, ms")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    fig.suptitle("Time to first ack / consume, per client and RTT")
+    return _save(fig, path)
+
+
+def throughput(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """Bars of median throughput per client with the min-max over repeats, one group per
+    point. Rows: raw result rows with ``point``, ``policy``, ``throughput_rps``."""
+    mine = [r for r in rows if r["throughput_rps"] is not None]
+    if not mine:
+        return None
+    points = sorted({str(r["point"]) for r in mine})
+    policies = _policies(mine)
+    fig, (ax,) = _figure(1, width=max(6.0, 1.8 * len(points) * max(1, len(policies)) / 2))
+    width = 0.8 / len(policies)
+    for j, policy in enumerate(policies):
+        xs, ys, lo, hi = [], [], [], []
+        for i, point in enumerate(points):
+            values = [
+                r["throughput_rps"] for r in mine if r["policy"] == policy and r["point"] == point
+            ]
+            if values:
+                med = statistics.median(values)
+                xs.append(i - 0.4 + width * (j + 0.5))
+                ys.append(med)
+                lo.append(med - min(values))
+                hi.append(max(values) - med)
+        ax.bar(
+            xs, ys, width=width * 0.9, yerr=[lo, hi], capsize=3, color=colour(policy), label=policy
+        )
+    ax.set_xticks(range(len(points)), [_short(p) for p in points], fontsize=7)
+    ax.set_ylabel("records acknowledged per second")
+    ax.legend(fontsize=7)
+    fig.suptitle("Throughput A/B (median, min-max over repeats)")
+    return _save(fig, path)
+
+
+def sweep_savings(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """Share of peak (solid) and steady (dashed) sockets saved against each baseline, by
+    broker count (log x). Rows: the ``sweep-savings`` table."""
+    if not rows:
+        return None
+    baselines = _policies(rows, "baseline")
+    fig, (ax,) = _figure(1, width=7.0, height=4.2)
+    for b in baselines:
+        pts = sorted(
+            (r["brokers"], r["peak_saving"], r["steady_saving"]) for r in rows if r["baseline"] == b
+        )
+        xs = [p[0] for p in pts]
+        ax.plot(xs, [_pct(p[1]) for p in pts], "o-", color=colour(b), label=f"vs {b}")
+        ax.plot(xs, [_pct(p[2]) for p in pts], "x--", color=colour(b), alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("brokers")
+    ax.set_ylabel("sockets saved, %: peak (—), steady (--)")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.legend(fontsize=8)
+    fig.suptitle("Sweep: sockets the proposal saves, by cluster size")
+    return _save(fig, path)
+
+
+def _mean(values: Iterable[float | None]) -> float:
+    """The mean of the measured values (a role not measured counts for nothing)."""
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else 0.0
+
+
+def _pct(x: float | None) -> float:
+    return math.nan if x is None or math.isinf(x) else 100.0 * x
+
+
+def _short(text: str, limit: int = 28) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

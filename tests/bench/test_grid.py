@@ -1,0 +1,184 @@
+"""The benchmark grid file: read, checked, expanded; bad grids fail naming file and key."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from connmgr.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
+from connmgr.bench.job import sim_rows
+from connmgr.bench.rows import new_meta
+from connmgr.bench.schema import NAMES, check_row
+from connmgr.cli import main
+
+SMALL = """
+[sim]
+scenarios = ["big-producer"]
+policies = ["proposed", "java-today"]
+brokers = [3, 30]
+bootstrap_size = [1]
+leaders = [3]
+partitions = [0]
+topics = [1]
+coordinator = ["separate", "shared"]
+idle = ["default"]
+duration_ms = 60000
+repeats = 2
+seed = 5
+named = ["seed-producer"]
+
+[real]
+scenarios = ["big-producer"]
+clients = ["proposed", "aiokafka"]
+brokers = [3]
+coordinator = ["auto"]
+rtt_ms = [0]
+records = 10
+repeats = 1
+seed = 0
+
+[throughput]
+brokers = 3
+records = 100
+rounds = 1
+rtt_ms = [0]
+
+[micro]
+rounds = 1
+
+[sweep]
+sizes = [10]
+seed = 0
+
+[quick]
+"sim.brokers" = [3]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_grid_covers_what_the_issue_asks() -> None:
+    grid = load_grid()
+    brokers = {p.params.get("brokers") for p in grid.sim_points}
+    assert {"3", "10000"} <= brokers
+    assert max(int(p.params["brokers"]) for p in grid.real_points) == 1000
+    assert {p.rtt_ms for p in grid.real_points} == {0.0, 5.0, 20.0}
+    assert {"2.1.0", "4.4.0"} <= {java_version(c) for c in grid.clients}
+    assert {p.params.get("client_idle_disabled") for p in grid.sim_points} >= {"0", "1"}
+    assert {p.params.get("coordinator") for p in grid.sim_points} >= {"shared", "separate"}
+    assert max(grid.get("sweep", "sizes")) >= 100_000
+    quick = load_grid(quick=True)
+    assert len(quick.sim_points) < len(grid.sim_points)
+    assert quick.get("sweep", "sizes") != grid.get("sweep", "sizes")
+
+
+def test_axes_expand_to_their_cross_product_and_impossible_points_are_listed(
+    tmp_path: Path,
+) -> None:
+    grid = load_grid(write(tmp_path, SMALL))
+    # 2 broker counts x 2 placements, minus "separate" on 3 brokers that all lead, + 1 named.
+    assert len(grid.sim_points) == 4
+    assert len(grid.skipped) == 1 and "separate is impossible" in grid.skipped[0]
+    assert len({p.point for p in grid.sim_points}) == 4
+    quick = load_grid(write(tmp_path, SMALL), quick=True)
+    assert {p.params.get("brokers") for p in quick.sim_points} == {"3", None}
+
+
+def test_sim_rows_follow_the_schema_pair_by_point_and_vary_the_seed(tmp_path: Path) -> None:
+    grid = load_grid(write(tmp_path, SMALL))
+    rows = sim_rows(grid, new_meta("t"), show=False)
+    assert len(rows) == len(grid.sim_points) * 2 * 2
+    for row in rows:
+        check_row(row)
+        assert set(row) == set(NAMES)
+    assert {r["seed"] for r in rows} == {5, 6}
+    points = {(r["point"], r["repeat"]) for r in rows}
+    for point, repeat in points:
+        policies = sorted(r["policy"] for r in rows if (r["point"], r["repeat"]) == (point, repeat))
+        assert policies == ["java-today", "proposed"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda t: t.replace("brokers = [3, 30]", "brokers = []"),
+            r"sim\.brokers must be a non-empty list",
+        ),
+        (
+            lambda t: t.replace("brokers = [3, 30]", 'brokers = [3, "x"]'),
+            r"sim\.brokers = 'x' is not int",
+        ),
+        (
+            lambda t: t.replace("brokers = [3, 30]", "brokers = [0]"),
+            r"sim\.brokers = \[0\] must be >= 1",
+        ),
+        (
+            lambda t: t.replace('"java-today"]', '"java-yesterday"]'),
+            r"sim\.policies has unknown \['java-yesterday'\]",
+        ),
+        (
+            lambda t: t.replace('clients = ["proposed", "aiokafka"]', 'clients = ["aiokafka"]'),
+            r"must include proposed",
+        ),
+        (
+            lambda t: t.replace(
+                'clients = ["proposed", "aiokafka"]', 'clients = ["proposed", "java-latest"]'
+            ),
+            r"real\.clients has unknown",
+        ),
+        (lambda t: t.replace("[micro]\nrounds = 1\n", ""), r"missing section \[micro\]"),
+        (lambda t: t + "\n[extra]\nx = 1\n", r"unknown sections \['extra'\]"),
+        (
+            lambda t: t.replace("repeats = 2", "repeats = 2\nrepeat = 3"),
+            r"\[sim\] has unknown keys \['repeat'\]",
+        ),
+        (
+            lambda t: t.replace('"sim.brokers"', '"sim.nodes"'),
+            r"\[quick\] overrides unknown key 'sim.nodes'",
+        ),
+        (lambda t: t.replace("[sim]", "[sim"), r"not valid TOML"),
+        (
+            lambda t: t.replace("rtt_ms = [0]\nrecords", "rtt_ms = [0, 0]\nrecords"),
+            r"repeats a value",
+        ),
+    ],
+)
+def test_bad_grids_fail_naming_the_file_and_the_key(
+    tmp_path: Path, edit: Callable[[str], str], message: str
+) -> None:
+    path = write(tmp_path, edit(SMALL))
+    with pytest.raises(GridError, match=message) as caught:
+        load_grid(path, quick=True)
+    assert str(path) in str(caught.value)
+
+
+def test_a_grid_whose_every_point_is_impossible_is_an_empty_grid_error(tmp_path: Path) -> None:
+    text = SMALL.replace('coordinator = ["separate", "shared"]', 'coordinator = ["separate"]')
+    text = text.replace("brokers = [3, 30]", "brokers = [3]").replace(
+        'named = ["seed-producer"]', "named = []"
+    )
+    text = text.replace('coordinator = ["auto"]', 'coordinator = ["separate"]')
+    with pytest.raises(GridError, match="the grid is empty"):
+        load_grid(write(tmp_path, text))
+
+
+def test_cli_lists_the_grid_and_reports_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--list", "--grid", str(write(tmp_path, SMALL))]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"4 simulated points x 2 policies x 2 repeats = 16 simulations", out)
+    assert out.count("\nsim  ") == 4 and "skip sim big-producer" in out
+    assert main(["bench", "--list", "--grid", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml: no such grid file" in capsys.readouterr().err
+
+
+def test_default_grid_is_the_checkout_file() -> None:
+    assert DEFAULT_GRID.name == "grid.toml" and DEFAULT_GRID.exists()
