@@ -49,7 +49,7 @@ def _stamp(text: str) -> datetime:
 
 def node_id_of(printed: str) -> int:
     """A connection id as printed, as one integer: ``+B`` (kafka-clients 4.4's group
-    coordinator, KIP-1242) becomes the classic ``2147483647 - B`` of the same coordinator."""
+    coordinator) becomes the classic ``2147483647 - B`` of the same coordinator."""
     if printed.startswith("+"):
         return COORDINATOR_ID_BASE - int(printed[1:])
     return int(printed)
@@ -141,7 +141,7 @@ def render_events(
 #
 # * a node prints as ``host:port (id: N rack: R)``; 4.x appends `` isFenced: B`` inside the
 #   parentheses, and 4.4 names group-coordinator connections ``+B`` (B = the coordinator's broker
-#   id; GroupCoordinatorNode, KIP-1242) where older clients print ``2147483647 - B``;
+#   id; a GroupCoordinatorNode in its source) where older clients print ``2147483647 - B``;
 # * a completed TCP connect is ``Completed connection to node N. ...``;
 # * closes: ``Node N disconnected.`` (peer close, failed connect, failed send and -- before 4.x --
 #   idle expiry; DEBUG in 2.1.0, INFO in 4.x), ``Idle connection to node N disconnected.`` (4.x),

@@ -228,7 +228,7 @@ def test_producer_then_consumer_accounted(
             assert run.steady.connection_count == others + bootstraps
             if bootstrap == "broker1":
                 assert bootstraps == 1
-        # 4.4 names the coordinator connection "+B" (GroupCoordinatorNode, KIP-1242), older
+        # 4.4 names the coordinator connection "+B" (a GroupCoordinatorNode in its source), older
         # clients 2147483647 - B; parse_connections gives both as the classic id.
         coordinator_name = "+3" if version == NEW else "2147483644"
         assert (coordinator_name, Role.COORDINATION) in [(n, r) for n, _, r in consumer.dials()]
