@@ -155,11 +155,25 @@ def _parser() -> argparse.ArgumentParser:
         "--list", action="store_true", help="print the grid's points and exit without running"
     )
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    bench.add_argument(
+        "--report-only",
+        metavar="RUN_DIR",
+        type=Path,
+        help="rebuild the report of an earlier run (OUT/<run-id>) from its raw/ results, "
+        "without running anything",
+    )
     return parser
 
 
 def _bench(args: argparse.Namespace) -> int:
     from connmgr.bench.grid import load_grid
+
+    if args.report_only is not None:
+        from connmgr.bench.job import regenerate_report
+
+        comparison = regenerate_report(args.report_only, master=args.master)
+        print(f"report: {comparison.index}")
+        return 1 if comparison.regressions else 0
 
     grid = load_grid(args.grid, quick=args.quick)
     if args.list:

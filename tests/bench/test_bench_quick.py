@@ -117,3 +117,15 @@ def test_regressions_in_the_outcome_are_the_ones_in_the_report(quick: BenchOutco
     index = quick.report.read_text()
     if not quick.regressions:
         assert "None." in index
+
+
+def test_report_only_rebuilds_the_same_tables_from_raw(quick: BenchOutcome) -> None:
+    from connmgr.bench.job import regenerate_report
+
+    before = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
+    (quick.run_dir / "tables" / "sockets.md").unlink()
+    comparison = regenerate_report(quick.run_dir)
+    after = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
+    assert after == before
+    assert len(comparison.regressions) == len(quick.regressions)
+    assert "Sweep: how the run time scales with the grid" in comparison.index.read_text()

@@ -565,8 +565,12 @@ def _gather(df: Any, summary: Any) -> dict[str, list[dict[str, Any]]]:
     )
     got["sweep"] = []
     if has_sweep:
+        bucket = F.lit(BROKER_BUCKETS[0])
+        for edge in BROKER_BUCKETS[1:]:
+            bucket = F.when(F.col("brokers") >= edge, F.lit(edge)).otherwise(bucket)
         got["sweep"] = _records(
             summary.where(F.col("kind") == schema.Kind.SWEEP.value)
+            .withColumn("brokers", bucket)
             .groupBy("baseline", "brokers")
             .agg(
                 F.count(F.lit(1)).alias("points"),
@@ -578,6 +582,11 @@ def _gather(df: Any, summary: Any) -> dict[str, list[dict[str, Any]]]:
             .collect()
         )
     return got
+
+
+BROKER_BUCKETS = (1, 3, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
+"""The sweep's broker counts are summarised in these bins (1-2-5 steps, lower edges): a
+100,000-point sweep draws thousands of distinct counts."""
 
 
 def _write_sweep_points(summary: Any, path: Path) -> int:

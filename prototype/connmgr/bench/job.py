@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -135,9 +136,18 @@ def real_row(
     return row
 
 
-def real_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
+REAL_RUN_TIMEOUT_S = 300.0
+"""A real run taking longer than this has hung; it is retried (and the retry reported)."""
+
+
+def real_rows(
+    grid: Grid, meta: RunMeta, *, show: bool = True, retried: list[str] | None = None
+) -> list[dict[str, Any]]:
     """Every real client through every real point, ``repeats`` times, each run on a fresh
-    embedded cluster. A failed run is retried once; a second failure stops the job."""
+    embedded cluster. A failed or hung run is retried once and listed in ``retried``; a
+    second failure stops the job."""
+    if retried is None:
+        retried = []
     from connmgr.realrun import run_real
 
     repeats = grid.get("real", "repeats")
@@ -156,17 +166,22 @@ def real_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str,
         for attempt in (1, 2):
             try:
                 run = asyncio.run(
-                    run_real(
-                        point.scenario,
-                        "java" if version else client,
-                        settings,
-                        kafka_clients=version,
+                    asyncio.wait_for(
+                        run_real(
+                            point.scenario,
+                            "java" if version else client,
+                            settings,
+                            kafka_clients=version,
+                        ),
+                        REAL_RUN_TIMEOUT_S,
                     )
                 )
                 break
-            except ConnMgrError as e:
+            except (ConnMgrError, TimeoutError) as e:
+                why = str(e) or f"no result within {REAL_RUN_TIMEOUT_S:.0f} s"
                 if attempt == 2:
-                    raise BenchError(f"real run {point.point} {client} failed twice: {e}") from e
+                    raise BenchError(f"real run {point.point} {client} failed twice: {why}") from e
+                retried.append(f"{point.point} {client} repeat {repeat}: {why}")
         rows.append(real_row(run, point, client, repeat, meta, records))
     return rows
 
@@ -293,7 +308,13 @@ def run_bench(
     write_parquet(
         stage("simulate", lambda: sim_rows(grid, meta, show=show)), results / "sim.parquet"
     )
-    write_parquet(stage("real", lambda: real_rows(grid, meta, show=show)), results / "real.parquet")
+    retried: list[str] = []
+    write_parquet(
+        stage("real", lambda: real_rows(grid, meta, show=show, retried=retried)),
+        results / "real.parquet",
+    )
+    for line in retried:
+        say(f"retried a real run: {line}")
     write_parquet(
         stage("throughput", lambda: throughput_rows(grid, meta, show=show)),
         results / "throughput.parquet",
@@ -308,27 +329,67 @@ def run_bench(
         target = results / "sweep.parquet" if last else raw / "scratch" / f"sweep-{size}"
         sweep = run_sweep(spark, size, target, meta=meta, seed=grid.get("sweep", "seed"))
         outcome.sweep.append((sweep.points, sweep.wall_s, sweep.simulations))
+    job = {
+        "grid": grid.describe(),
+        "skipped": list(grid.skipped),
+        "stage_seconds": outcome.stage_seconds,
+        "sweep": [list(s) for s in outcome.sweep],
+        "retried": retried,
+    }
+    (raw / JOB_FILE).write_text(json.dumps(job, indent=1))
     say("comparing on Spark and writing the report ...")
-    comparison = stage(
-        "compare",
-        lambda: run_comparison(spark, raw, run_dir, extra_sections=_sections(grid, outcome)),
+    started = time.perf_counter()
+    comparison = run_comparison(
+        spark, raw, run_dir, extra_sections=job_sections(job), regenerate=_REGENERATE
     )
+    outcome.stage_seconds["compare"] = time.perf_counter() - started
     outcome.regressions = list(comparison.regressions)
     return outcome
 
 
-def _sections(grid: Grid, outcome: BenchOutcome) -> list[tuple[str, str]]:
+JOB_FILE = "job.json"
+"""Under ``raw/``: the grid, the stage timings and the sweep's scaling, as the job measured
+them, so that ``--report-only`` can rebuild the report from the raw results alone."""
+_REGENERATE = (
+    "`connmgr bench [--quick]` runs everything again; `connmgr bench --report-only "
+    "reports/<run-id>` rebuilds this report (tables, plots, index.md) from `raw/`."
+)
+
+
+def regenerate_report(run_dir: Path, *, master: str | None = None) -> Any:
+    """Rebuild ``run_dir``'s report from its raw results (``raw/``) and ``raw/job.json``."""
+    from connmgr.bench.compare import run_comparison
+    from connmgr.bench.spark import spark_session
+
+    raw = run_dir / "raw"
+    path = raw / JOB_FILE
+    try:
+        job = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BenchError(f"{path}: not found; is {run_dir} a `connmgr bench` run?") from None
+    except json.JSONDecodeError as e:
+        raise BenchError(f"{path}: not valid JSON ({e})") from e
+    spark = spark_session(master)
+    return run_comparison(
+        spark, raw, run_dir, extra_sections=job_sections(job), regenerate=_REGENERATE
+    )
+
+
+def job_sections(job: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report sections only the job knows: sweep scaling, the grid, stage timings."""
     lines = [
         "| grid points | simulations | wall time (s) | simulations/s |",
         "|---:|---:|---:|---:|",
     ]
-    for points, wall, sims in outcome.sweep:
+    for points, wall, sims in job["sweep"]:
         lines.append(f"| {points:,} | {sims:,} | {wall:.1f} | {sims / wall:,.0f} |")
     stages = ["| stage | seconds |", "|---|---:|"]
-    stages += [f"| {name} | {s:.1f} |" for name, s in outcome.stage_seconds.items()]
-    skipped = "\n".join(f"- {s}" for s in grid.skipped) or "none"
+    stages += [f"| {name} | {s:.1f} |" for name, s in job["stage_seconds"].items()]
+    skipped = "\n".join(f"- {s}" for s in job["skipped"]) or "none"
+    retried = "\n".join(f"- {r}" for r in job.get("retried", [])) or "none"
     return [
         ("Sweep: how the run time scales with the grid", "\n".join(lines)),
-        ("Grid", f"{grid.describe()}\n\nImpossible points left out:\n\n{skipped}"),
-        ("Stage timings", "\n".join(stages)),
+        ("Grid", f"{job['grid']}\n\nImpossible points left out:\n\n{skipped}"),
+        ("Stage timings (s)", "\n".join(stages)),
+        ("Real runs retried (failed or hung once, then measured again)", retried),
     ]

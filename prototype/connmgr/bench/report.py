@@ -432,7 +432,8 @@ def sweep_savings_table(rows: Iterable[Mapping[str, Any]]) -> Table:
     return make_table(
         "sweep-savings",
         "Sweep: savings by broker count",
-        "Over the sweep's points with each broker count: the share of sockets the proposal "
+        "Over the sweep's points whose broker count falls in each bin (brokers = the bin's "
+        "lower edge, bins in 1-2-5 steps): the share of sockets the proposal "
         "saves against each baseline (1 - median over points of the median ratio; negative "
         "means more), the median peak on both sides, and the points that regressed.",
         (
