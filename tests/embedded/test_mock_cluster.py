@@ -390,6 +390,28 @@ def test_set_rtt_delays_responses_of_that_broker_only() -> None:
             assert _api_versions_roundtrip(sock, 9) < 0.150
 
 
+def test_set_rtt_all_delays_every_broker_in_one_command() -> None:
+    with MockCluster(3, track_requests=False) as cluster:
+        endpoints = cluster.listeners()
+
+        def roundtrips() -> list[float]:
+            found = []
+            for broker_id in (1, 2, 3):
+                with _connect(endpoints[broker_id]) as sock:
+                    _api_versions_roundtrip(sock, 0)
+                    found.append(min(_api_versions_roundtrip(sock, n) for n in range(1, 3)))
+            return found
+
+        cluster.set_rtt_all(200)
+        slow = roundtrips()
+        cluster.set_rtt_all(0)
+        fast = roundtrips()
+        # Side by side: each broker got slower by most of the 200 ms, and back.
+        assert all(s - f >= 0.150 for s, f in zip(slow, fast, strict=True)), (slow, fast)
+        with pytest.raises(EmbeddedClusterError, match="rtt_ms"):
+            cluster.set_rtt_all(-1)
+
+
 # -- 6. advertised endpoint -------------------------------------------------------------------
 
 

@@ -508,6 +508,14 @@ class MockCluster:
             self._require_broker(broker_id)
             self._lib.mock_broker_set_rtt(mc, broker_id, rtt_ms)
 
+    def set_rtt_all(self, rtt_ms: int) -> None:
+        """:meth:`set_rtt` for every broker at once: one command to the cluster thread
+        (broker id -1), where a call per broker costs a round trip each -- minutes on a
+        1,000-broker cluster."""
+        _require_int("rtt_ms", rtt_ms, 0, _INT32_MAX)
+        with self._live() as mc:
+            self._lib.mock_broker_set_rtt(mc, -1, rtt_ms)
+
     def set_host_port(self, broker_id: int, host: str, port: int) -> None:
         """Change the (host, port) ``broker_id`` advertises in Metadata responses.
 

@@ -59,8 +59,7 @@ class MockBackend:
         return group
 
     def set_rtt(self, rtt_ms: float) -> None:
-        for broker in self.cluster.broker_ids:
-            self.cluster.set_rtt(broker, int(rtt_ms))
+        self.cluster.set_rtt_all(int(rtt_ms))
 
     def clear_requests(self) -> None:
         self.cluster.clear_requests()
