@@ -1,0 +1,1 @@
+"""Tests of the main job: grid, schema, runs, Spark comparison and report."""
