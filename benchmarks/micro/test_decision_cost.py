@@ -17,11 +17,8 @@ import pytest
 from connmgr.core.actions import Send
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.core.policy import Policy
-from connmgr.policies import POLICIES, make_policy
-from connmgr.seeding import derive_rng
-from connmgr.sim.run import prepare
-from connmgr.sim.scenarios import policy_config
-from connmgr.sim.simulator import Simulator
+from connmgr.policies import POLICIES
+from connmgr.sim.run import build_simulator, prepare
 
 SCENARIO = "big-producer"
 SETTINGS = {"brokers": "1000", "duration_ms": "600000"}
@@ -35,15 +32,8 @@ def warm_policy(name: str) -> tuple[Policy, int, float]:
     """Policy ``name`` after ``WARM_MS`` of the scenario, the leader of partition 0, and the
     simulated time."""
     spec, policy_settings, seed = prepare(SCENARIO, SETTINGS)
-    policy = make_policy(name, policy_config(spec, policy_settings), derive_rng(seed, "policy"))
-    sim = Simulator(
-        policy,
-        spec.cluster,
-        spec.make_client,
-        client_kind=spec.client,
-        duration_ms=spec.duration_ms,
-        changes=spec.changes,
-    )
+    sim = build_simulator(spec, name, policy_settings, seed)
+    policy = sim.policy
     sim.start()
     sim.advance_to(WARM_MS)
     return policy, spec.cluster.topics[spec.topics[0]][0], sim.now

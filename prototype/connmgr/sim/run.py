@@ -71,10 +71,23 @@ def run_spec(
     seed: int,
 ) -> RunResult:
     """Run ``policy`` through an already built scenario ``spec``."""
+    result = build_simulator(spec, policy, policy_settings, seed).run()
+    result.seed = seed
+    return result
+
+
+def build_simulator(
+    spec: ScenarioSpec,
+    policy: str | type[Policy],
+    policy_settings: Mapping[str, str],
+    seed: int,
+) -> Simulator:
+    """A simulator of ``spec`` with a fresh ``policy`` (seeded from ``seed``), not started:
+    :meth:`Simulator.run` runs it to the end, or step it with its stepping methods."""
     config = policy_config(spec, policy_settings)
     rng = derive_rng(seed, "policy")
     instance = make_policy(policy, config, rng) if isinstance(policy, str) else policy(config, rng)
-    sim = Simulator(
+    return Simulator(
         instance,
         spec.cluster,
         spec.make_client,
@@ -82,6 +95,3 @@ def run_spec(
         duration_ms=spec.duration_ms,
         changes=spec.changes,
     )
-    result = sim.run()
-    result.seed = seed
-    return result
