@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from connmgr.sim import simulate
-from properties.mutants import MergeByHostPort, NeverClose
+from connmgr.testing.mutants import MergeByHostPort, NeverClose
 
 
 def test_merging_by_host_port_misroutes_behind_a_shared_endpoint() -> None:

@@ -162,6 +162,12 @@ def _parser() -> argparse.ArgumentParser:
         help="rebuild the report of an earlier run (OUT/<run-id>) from its raw/ results, "
         "without running anything",
     )
+    bench.add_argument(
+        "--no-rfc",
+        action="store_true",
+        help="do not refresh proposal/rfc.md; by default a run whose report lands in this "
+        "checkout's reports/ rewrites the RFC's generated figures from it",
+    )
     return parser
 
 
@@ -171,9 +177,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.report_only is not None:
         from connmgr.bench.job import regenerate_report
 
-        comparison = regenerate_report(args.report_only, master=args.master)
+        comparison, problems = regenerate_report(args.report_only, master=args.master)
         print(f"report: {comparison.index}")
-        return 1 if comparison.regressions else 0
+        _refresh_rfc(args.report_only, skip=args.no_rfc)
+        return _bench_status(comparison.regressions, problems)
 
     grid = load_grid(args.grid, quick=args.quick)
     if args.list:
@@ -189,14 +196,32 @@ def _bench(args: argparse.Namespace) -> int:
 
     outcome = run_bench(grid, args.out, master=args.master, show=not args.no_progress)
     print(f"report: {outcome.report}")
-    if outcome.regressions:
+    _refresh_rfc(outcome.run_dir, skip=args.no_rfc)
+    return _bench_status(outcome.regressions, outcome.problems)
+
+
+def _refresh_rfc(run_dir: Path, *, skip: bool) -> None:
+    """Rewrite the RFC's generated figures from ``run_dir`` if it is a run in this
+    checkout's ``reports/`` (a run elsewhere, e.g. a test's, leaves the RFC alone)."""
+    from connmgr.bench import rfc
+
+    if skip or not rfc.RFC.exists() or run_dir.resolve().parent != rfc.REPORTS.resolve():
+        return
+    changed = rfc.refresh(run_dir)
+    print(f"{rfc.RFC}: {'figures refreshed' if changed else 'figures unchanged'} ({run_dir.name})")
+
+
+def _bench_status(regressions: Sequence[object], problems: Sequence[str]) -> int:
+    """1 if the proposal is worse than a baseline anywhere or the property stage failed."""
+    if regressions:
         print(
             f"connmgr bench: the proposal is worse than a baseline in "
-            f"{len(outcome.regressions)} comparisons (listed in the report)",
+            f"{len(regressions)} comparisons (listed in the report)",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    for problem in problems:
+        print(f"connmgr bench: {problem}", file=sys.stderr)
+    return 1 if regressions or problems else 0
 
 
 def _summary(result: RunResult) -> str:

@@ -9,6 +9,7 @@ comparison. It shares the session's SparkSession.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from typing import Any
@@ -124,8 +125,31 @@ def test_report_only_rebuilds_the_same_tables_from_raw(quick: BenchOutcome) -> N
 
     before = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
     (quick.run_dir / "tables" / "sockets.md").unlink()
-    comparison = regenerate_report(quick.run_dir)
+    comparison, problems = regenerate_report(quick.run_dir)
     after = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
     assert after == before
     assert len(comparison.regressions) == len(quick.regressions)
+    assert problems == quick.problems
     assert "Sweep: how the run time scales with the grid" in comparison.index.read_text()
+
+
+def test_the_property_stage_ran_every_machine_and_caught_every_mutant(quick: BenchOutcome) -> None:
+    grid = load_grid(quick=True)
+    settings = grid.values["properties"]
+    found = json.loads((quick.run_dir / "raw" / "properties.json").read_text())
+    runs = table(quick, "property-runs")
+    assert [r["baseline"] for r in runs] == settings["baselines"]
+    for row, run in zip(runs, found["agreement"], strict=True):
+        # Every example runs at least one step, and none more than the limit.
+        assert row["examples"] == run["examples"] >= 1
+        assert row["examples"] <= row["steps"] == run["steps"]
+        assert row["steps"] <= row["examples"] * settings["steps"]
+        assert row["failures"] == 0 and row["result"] == "passed"
+    mutants = table(quick, "mutants")
+    assert [m["mutant"] for m in mutants] == settings["mutants"]
+    for m in mutants:
+        assert m["invariant"] is not None, m
+        assert any(e.startswith(m["invariant"]) for e in m["expected"].split(" or ")), m
+        assert 0 <= m["steps"] <= 12, m  # determinism can fail before any step
+    assert quick.problems == []
+    assert "Property suite: problems" in quick.report.read_text()

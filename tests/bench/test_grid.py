@@ -52,6 +52,14 @@ rounds = 1
 sizes = [10]
 seed = 0
 
+[properties]
+baselines = ["java-today"]
+examples = 5
+steps = 5
+mutants = ["NeverClose"]
+mutant_examples = 100
+workers = 1
+
 [quick]
 "sim.brokers" = [3]
 """
@@ -73,6 +81,12 @@ def test_the_shipped_grid_covers_what_the_issue_asks() -> None:
     assert {p.params.get("client_idle_disabled") for p in grid.sim_points} >= {"0", "1"}
     assert {p.params.get("coordinator") for p in grid.sim_points} >= {"shared", "separate"}
     assert max(grid.get("sweep", "sizes")) >= 100_000
+    # The property stage runs the deep profile (docs/property-suite.md) and every mutant.
+    assert (grid.get("properties", "examples"), grid.get("properties", "steps")) == (1000, 50)
+    from connmgr.testing.evidence import BASELINES, MUTANTS
+
+    assert grid.get("properties", "baselines") == list(BASELINES)
+    assert sorted(grid.get("properties", "mutants")) == sorted(MUTANTS)
     quick = load_grid(quick=True)
     assert len(quick.sim_points) < len(grid.sim_points)
     assert quick.get("sweep", "sizes") != grid.get("sweep", "sizes")
@@ -147,6 +161,18 @@ def test_sim_rows_follow_the_schema_pair_by_point_and_vary_the_seed(tmp_path: Pa
         (
             lambda t: t.replace("rtt_ms = [0]\nrecords", "rtt_ms = [0, 0]\nrecords"),
             r"repeats a value",
+        ),
+        (
+            lambda t: t.replace('mutants = ["NeverClose"]', 'mutants = ["NeverOpen"]'),
+            r"properties\.mutants has unknown \['NeverOpen'\]",
+        ),
+        (
+            lambda t: t.replace('baselines = ["java-today"]', 'baselines = ["proposed"]'),
+            r"properties\.baselines has unknown \['proposed'\]",
+        ),
+        (
+            lambda t: t.replace("workers = 1", "workers = 0"),
+            r"properties\.workers = 0 must be >= 1",
         ),
     ],
 )

@@ -1,84 +1,38 @@
 """Each invariant of the property suite can fail: a policy broken in one way is caught by the
 invariant it breaks, with a shrunk counterexample a person can read.
 
-The broken policies are in :mod:`properties.mutants`. The search is derandomized so that a
-run in CI explores the same examples every time; the counterexample Hypothesis reports is
-checked for the invariant's name and for being short.
+The broken policies are in :mod:`connmgr.testing.mutants`, the cases and the search in
+:mod:`connmgr.testing.evidence` (the main job measures the same). The search is
+derandomized so that a run in CI explores the same examples every time; the counterexample
+Hypothesis reports is checked for the invariant's name and for being short.
 """
 
 from __future__ import annotations
 
 import pytest
 from connmgr.core.config import ClientKind
+from connmgr.testing.evidence import (
+    MAX_STEPS,
+    MUTANT_BASELINE,
+    MUTANT_CASES,
+    MutantCase,
+    find_counterexample,
+    search_settings,
+)
 from connmgr.testing.machines import Step, World, check_safety, check_same_routing, pair_machine
-from hypothesis import HealthCheck, settings
+from connmgr.testing.mutants import StaleEndpoint, TrustsHostPort
 from hypothesis.stateful import run_state_machine_as_test
 
-from properties.mutants import (
-    EagerDialer,
-    IgnoresBudget,
-    KeyedByHostPort,
-    MergeByHostPort,
-    NeverClose,
-    SharedCursor,
-    StaleEndpoint,
-    TrustsHostPort,
-)
-
-SEARCH = settings(
-    max_examples=300,
-    stateful_step_count=6,
-    database=None,
-    deadline=None,
-    derandomize=True,
-    report_multiple_bugs=False,
-    suppress_health_check=list(HealthCheck),
-)
-MAX_STEPS = 6
-"""A shrunk counterexample this long or shorter is one a reader can follow."""
-MUTANT_EXAMPLES = 2_000
-"""The search for a mutant's counterexample stops at the first failure, so a generous budget
-costs nothing when the mutant is caught early: generating is cheap (a few ms an example),
-shrinking is what takes the time. StaleEndpoint needs a rarer story (a connection, a move,
-a metadata refresh) and the derandomized search first meets it around its 300th example,
-at the edge of the 300 it was once given: CI missed it."""
+SEARCH = search_settings(300, 6, derandomize=True)
 
 
-def counterexample(mutant: type, steps: int) -> tuple[str, list[str]]:
-    """The failure message and the noted world and steps of the shrunk counterexample found
-    against ``java-today`` with examples of at most ``steps`` steps (short searches shrink
-    fast; a mutant that needs a longer story gets more)."""
-    search = settings(SEARCH, max_examples=MUTANT_EXAMPLES, stateful_step_count=steps)
-    with pytest.raises(AssertionError) as caught:
-        run_state_machine_as_test(pair_machine("java-today", mutant), settings=search)
-    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith(("world", "step"))]
-    return str(caught.value), notes
-
-
-@pytest.mark.parametrize(
-    ("mutant", "invariant", "steps"),
-    [
-        (KeyedByHostPort, "same routing", 6),
-        (EagerDialer, "never more sockets", 6),
-        (NeverClose, "tight", 6),
-        (MergeByHostPort, "safety: bootstrap connection adopted", 6),
-        # Needs a connection, a move, and a metadata refresh after it. Keeping the old
-        # connection also keeps one socket too many, so which invariant the search meets
-        # first depends on the story it draws; the pinned story below shows safety itself.
-        (StaleEndpoint, ("safety", "never more sockets"), 12),
-        (IgnoresBudget, "safety: ", 6),
-        (SharedCursor, "determinism", 6),
-    ],
-    ids=lambda v: v.__name__ if isinstance(v, type) else None,
-)
-def test_the_invariant_a_mutant_breaks_catches_it(
-    mutant: type, invariant: str | tuple[str, ...], steps: int
-) -> None:
-    message, notes = counterexample(mutant, steps)
-    assert message.startswith(invariant), message  # str.startswith takes a tuple too
-    assert notes and notes[0].startswith("world:"), notes
-    steps = [n for n in notes if n.startswith("step")]
-    assert len(steps) <= MAX_STEPS, "\n".join(notes)
+@pytest.mark.parametrize("case", MUTANT_CASES, ids=lambda c: c.name)
+def test_the_invariant_a_mutant_breaks_catches_it(case: MutantCase) -> None:
+    found = find_counterexample(case)
+    assert found is not None, f"{case.name}: no counterexample"
+    assert found.message.startswith(case.expects), found.message
+    assert found.notes and found.notes[0].startswith("world:"), found.notes
+    assert found.steps <= MAX_STEPS, "\n".join(found.notes)
 
 
 # A story the search found for StaleEndpoint: the coordinator's connection outlives the
@@ -118,7 +72,7 @@ def test_a_connection_kept_past_an_endpoint_change_fails_safety() -> None:
 def test_the_proposed_policy_passes_the_same_search() -> None:
     # The control: the same derandomized search finds nothing wrong with the real policy,
     # so the failures above are the mutants' own.
-    run_state_machine_as_test(pair_machine("java-today"), settings=SEARCH)
+    run_state_machine_as_test(pair_machine(MUTANT_BASELINE), settings=SEARCH)
 
 
 # The counterexample that showed adoption by host:port alone unsafe, found by the suite

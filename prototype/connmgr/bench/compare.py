@@ -534,8 +534,13 @@ def _gather(df: Any, summary: Any) -> dict[str, list[dict[str, Any]]]:
         )
         .collect()
     )
+    # The sweep draws thousands of distinct broker counts: binned, as in sweep-savings.
+    binned = F.when(
+        F.col("kind") == schema.Kind.SWEEP.value, _broker_bin(F.col("brokers"))
+    ).otherwise(F.col("brokers"))
     got["brokers"] = _records(
-        df.groupBy("kind", "scenario", "policy", "brokers")
+        df.withColumn("brokers", binned)
+        .groupBy("kind", "scenario", "policy", "brokers")
         .agg(
             F.count_distinct("point").alias("points"),
             F.count(F.lit(1)).alias("runs"),
@@ -565,12 +570,9 @@ def _gather(df: Any, summary: Any) -> dict[str, list[dict[str, Any]]]:
     )
     got["sweep"] = []
     if has_sweep:
-        bucket = F.lit(BROKER_BUCKETS[0])
-        for edge in BROKER_BUCKETS[1:]:
-            bucket = F.when(F.col("brokers") >= edge, F.lit(edge)).otherwise(bucket)
         got["sweep"] = _records(
             summary.where(F.col("kind") == schema.Kind.SWEEP.value)
-            .withColumn("brokers", bucket)
+            .withColumn("brokers", _broker_bin(F.col("brokers")))
             .groupBy("baseline", "brokers")
             .agg(
                 F.count(F.lit(1)).alias("points"),
@@ -587,6 +589,16 @@ def _gather(df: Any, summary: Any) -> dict[str, list[dict[str, Any]]]:
 BROKER_BUCKETS = (1, 3, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000)
 """The sweep's broker counts are summarised in these bins (1-2-5 steps, lower edges): a
 100,000-point sweep draws thousands of distinct counts."""
+
+
+def _broker_bin(brokers: Any) -> Any:
+    """The :data:`BROKER_BUCKETS` lower edge at or below ``brokers`` (a Spark column)."""
+    from pyspark.sql import functions as F
+
+    binned = F.lit(BROKER_BUCKETS[0])
+    for edge in BROKER_BUCKETS[1:]:
+        binned = F.when(brokers >= edge, F.lit(edge)).otherwise(binned)
+    return binned
 
 
 def _write_sweep_points(summary: Any, path: Path) -> int:
@@ -653,6 +665,7 @@ def run_comparison(
     *,
     tolerance: float = 0.25,
     extra_sections: Sequence[tuple[str, str]] = (),
+    extra_tables: Sequence[report.Table] = (),
     regenerate: str | None = None,
 ) -> Comparison:
     """Compare the proposal with every baseline over ``run_dir``'s results and write the
@@ -662,7 +675,8 @@ def run_comparison(
 
     ``tolerance`` bounds the timing and throughput ratios (sockets have none).
     ``extra_sections`` are (title, Markdown) sections that ``index.md`` shows before "How to
-    regenerate"; ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
+    regenerate"; ``extra_tables`` are written and shown with the others (the property
+    stage's); ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` decide the exit status."""
     if not 0 <= tolerance < 1:
@@ -712,6 +726,7 @@ def run_comparison(
         content.append(other)
     if got["sweep"]:
         content.append(report.sweep_savings_table(got["sweep"]))
+    content.extend(extra_tables)
     content.append(report.comparison_table(got["comparison"]))
     written = {
         t.name: report.write_table(t, tables_dir) for t in (headline, runs, regressions_t, *content)

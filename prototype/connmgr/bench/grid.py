@@ -69,6 +69,14 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
     },
     "micro": {"rounds": (int, False)},
     "sweep": {"sizes": (int, True), "seed": (int, False)},
+    "properties": {
+        "baselines": (str, True),
+        "examples": (int, False),
+        "steps": (int, False),
+        "mutants": (str, True),
+        "mutant_examples": (int, False),
+        "workers": (int, False),
+    },
 }
 _GRID_SCENARIOS = ("big-producer", "big-consumer")
 _IDLE = {"default": "0", "disabled": "1"}
@@ -132,7 +140,10 @@ class Grid:
             f"{self.get('sim', 'repeats')} repeats = {sim_runs} simulations; "
             f"{len(self.real_points)} real points x {len(self.clients)} clients x "
             f"{self.get('real', 'repeats')} repeats = {real_runs} real runs; "
-            f"{turns} throughput turns; sweep sizes {list(self.get('sweep', 'sizes'))}"
+            f"{turns} throughput turns; sweep sizes {list(self.get('sweep', 'sizes'))}; "
+            f"property runs {len(self.get('properties', 'baselines'))} x "
+            f"{self.get('properties', 'examples'):,} examples, "
+            f"{len(self.get('properties', 'mutants'))} mutant searches"
             + (f"; {len(self.skipped)} impossible points skipped" if self.skipped else "")
         )
 
@@ -209,13 +220,16 @@ def _check(source: Path, key: str, value: Any, kind: type, is_axis: bool) -> Any
     if is_axis and len({repr(i) for i in items}) != len(items):
         raise GridError(f"{source}: {key} repeats a value: {value!r}")
     positive = {"brokers", "leaders", "topics", "bootstrap_size", "records", "rounds", "sizes"}
-    positive |= {"repeats", "duration_ms"}
+    positive |= {"repeats", "duration_ms", "examples", "steps", "mutant_examples", "workers"}
     if key.rsplit(".", 1)[-1] in positive and any(i < 1 for i in items):
         raise GridError(f"{source}: {key} = {value!r} must be >= 1")
     return list(items) if is_axis else value
 
 
 def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
+    # Imported here: the property stage needs Hypothesis, the rest of the grid does not.
+    from connmgr.testing.evidence import BASELINES, MUTANTS
+
     def need(key: str, given: Sequence[str], known: Sequence[str]) -> None:
         bad = [g for g in given if g not in known]
         if bad:
@@ -225,6 +239,8 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     need("real.scenarios", values["real"]["scenarios"], _GRID_SCENARIOS)
     need("sim.named", values["sim"]["named"], sorted(SCENARIOS))
     need("sim.policies", values["sim"]["policies"], list(POLICIES))
+    need("properties.baselines", values["properties"]["baselines"], list(BASELINES))
+    need("properties.mutants", values["properties"]["mutants"], list(MUTANTS))
     need("sim.idle", values["sim"]["idle"], list(_IDLE))
     need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
     need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])

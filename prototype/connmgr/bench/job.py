@@ -4,7 +4,8 @@
 2. the real clients on the embedded cluster (``results/real.parquet``) and the A/B
    throughput turns (``results/throughput.parquet``);
 3. the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
-4. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
+4. the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
+5. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
    kept as ``results/sweep.parquet``), then the comparison job, which writes the report.
 
 Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
@@ -27,6 +28,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from connmgr.bench.grid import Grid, RealPoint, java_version
+from connmgr.bench.properties import (
+    check_properties,
+    property_results,
+    property_tables,
+    read_properties,
+    write_properties,
+)
 from connmgr.bench.rows import (
     RunMeta,
     counting_columns,
@@ -54,6 +62,8 @@ class BenchOutcome:
     run_dir: Path
     report: Path
     regressions: list[Any] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What the property stage found wrong (a failing machine, a mutant not caught)."""
     stage_seconds: dict[str, float] = field(default_factory=dict)
     sweep: list[tuple[int, float, int]] = field(default_factory=list)
     """(points, wall s, simulations) per sweep size."""
@@ -287,7 +297,6 @@ def run_bench(
     run_id: str | None = None,
 ) -> BenchOutcome:
     """Run the whole main job over ``grid`` and write the report into ``out/<run-id>/``."""
-    from connmgr.bench.compare import run_comparison
     from connmgr.bench.spark import spark_session
     from connmgr.bench.sweep import run_sweep
 
@@ -321,6 +330,11 @@ def run_bench(
     )
     say("micro-benchmarks (pytest-benchmark) ...")
     stage("micro", lambda: run_micro(grid, raw / "micro" / "micro.json"))
+    say("property suite (examples, steps, mutants) ...")
+    write_properties(
+        stage("properties", lambda: property_results(grid.values["properties"], meta, show=show)),
+        raw,
+    )
     say("starting Spark ...")
     spark = stage("spark start", lambda: spark_session(master))
     sizes = list(grid.get("sweep", "sizes"))
@@ -339,11 +353,10 @@ def run_bench(
     (raw / JOB_FILE).write_text(json.dumps(job, indent=1))
     say("comparing on Spark and writing the report ...")
     started = time.perf_counter()
-    comparison = run_comparison(
-        spark, raw, run_dir, extra_sections=job_sections(job), regenerate=_REGENERATE
-    )
+    comparison, problems = _compare(spark, run_dir, job)
     outcome.stage_seconds["compare"] = time.perf_counter() - started
     outcome.regressions = list(comparison.regressions)
+    outcome.problems = problems
     return outcome
 
 
@@ -356,9 +369,9 @@ _REGENERATE = (
 )
 
 
-def regenerate_report(run_dir: Path, *, master: str | None = None) -> Any:
-    """Rebuild ``run_dir``'s report from its raw results (``raw/``) and ``raw/job.json``."""
-    from connmgr.bench.compare import run_comparison
+def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any, list[str]]:
+    """Rebuild ``run_dir``'s report from its raw results (``raw/``) and ``raw/job.json``;
+    the comparison and the property stage's problems."""
     from connmgr.bench.spark import spark_session
 
     raw = run_dir / "raw"
@@ -369,10 +382,34 @@ def regenerate_report(run_dir: Path, *, master: str | None = None) -> Any:
         raise BenchError(f"{path}: not found; is {run_dir} a `connmgr bench` run?") from None
     except json.JSONDecodeError as e:
         raise BenchError(f"{path}: not valid JSON ({e})") from e
-    spark = spark_session(master)
-    return run_comparison(
-        spark, raw, run_dir, extra_sections=job_sections(job), regenerate=_REGENERATE
+    return _compare(spark_session(master), run_dir, job)
+
+
+def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The comparison over ``run_dir/raw``, with the job's sections and the property
+    stage's tables; the comparison and the property stage's problems."""
+    from connmgr.bench.compare import run_comparison
+
+    raw = run_dir / "raw"
+    found = read_properties(raw)
+    tables = property_tables(found) if found is not None else []
+    problems = check_properties(found) if found is not None else []
+    sections = job_sections(job)
+    if found is not None:
+        listed = (
+            "\n".join(f"- {p}" for p in problems)
+            or "none: every machine passed and every mutant was caught by the invariant it breaks"
+        )
+        sections.insert(0, ("Property suite: problems", listed))
+    comparison = run_comparison(
+        spark,
+        raw,
+        run_dir,
+        extra_sections=sections,
+        extra_tables=tables,
+        regenerate=_REGENERATE,
     )
+    return comparison, problems
 
 
 def job_sections(job: dict[str, Any]) -> list[tuple[str, str]]:

@@ -349,7 +349,8 @@ def brokers_table(rows: Iterable[Mapping[str, Any]]) -> Table:
     return make_table(
         "sockets-by-brokers",
         "Sockets by cluster size",
-        "Per kind, scenario, policy and broker count: medians over every point and repeat.",
+        "Per kind, scenario, policy and broker count: medians over every point and repeat. "
+        "The sweep's broker counts are binned (lower edges 1, 3, 5, 10, 20, 50, ...).",
         (
             ("kind", _S),
             ("scenario", _S),

@@ -1,6 +1,9 @@
 """Deliberately broken variants of the proposed policy, one per invariant of the property
 suite (and of the scenario checks in tests/test_mutants.py). Each breaks exactly one rule;
-the suite must fail on it with a short, readable counterexample."""
+the suite must fail on it with a short, readable counterexample.
+
+They live in the package, not in tests/, because the main job's property stage
+(:mod:`connmgr.testing.evidence`) searches them too, and its figures go into the RFC."""
 
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ class StaleEndpoint(ProposedPolicy):
         if reason is not CloseReason.ENDPOINT_CHANGED:
             super()._retire_connection(conn, reason)
 
-    def get_or_dial(self, key: ConnectionKey) -> Connection:
+    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
         if key.broker_id is not None:
             found = self.live_for_node(BrokerNode(key.broker_id), key.purpose)
             if found is not None:

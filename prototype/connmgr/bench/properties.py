@@ -1,0 +1,186 @@
+"""The main job's property stage: the property suite's figures, measured and reported.
+
+For each baseline of the grid's ``[properties]`` section, the proposed-vs-baseline machine
+runs to its example budget (:func:`connmgr.testing.evidence.run_agreement`), and each mutant
+is searched for a counterexample (:func:`connmgr.testing.evidence.find_counterexample`).
+The runs are independent, so they go to a process pool of ``workers``. The results are
+written as ``raw/properties.json`` and become two report tables, ``property-runs`` and
+``mutants`` (:func:`property_tables`); the RFC's *Evidence* figures are read from them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from connmgr.bench.report import Table, make_table
+from connmgr.bench.rows import RunMeta
+from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.testing.evidence import (
+    MUTANT_BASELINE,
+    MUTANTS,
+    Counterexample,
+    find_counterexample,
+    run_agreement,
+)
+
+PROPERTIES_FILE = "properties.json"
+"""Under ``raw/``: the property stage's results."""
+
+_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
+
+
+def _agreement(baseline: str, examples: int, steps: int) -> dict[str, Any]:
+    run = run_agreement(baseline, max_examples=examples, step_count=steps)
+    return {**asdict(run), "failures": run.failures}
+
+
+def _mutant(name: str, examples: int) -> dict[str, Any]:
+    case = MUTANTS[name]
+    found: Counterexample | None = find_counterexample(case, max_examples=examples)
+    return {
+        "mutant": name,
+        "expected": " or ".join(case.expects),
+        "baseline": MUTANT_BASELINE,
+        "caught": found is not None,
+        "invariant": found.invariant if found else None,
+        "message": found.message.splitlines()[0] if found else None,
+        "counterexample": list(found.notes) if found else [],
+        "steps": found.steps if found else None,
+        "examples": found.examples if found else None,
+        "seconds": found.seconds if found else None,
+    }
+
+
+def property_results(
+    values: Mapping[str, Any], meta: RunMeta, *, show: bool = True
+) -> dict[str, Any]:
+    """Run the ``[properties]`` section's machines and mutant searches; the raw results."""
+    from tqdm import tqdm
+
+    examples, steps = values["examples"], values["steps"]
+    agreement: list[dict[str, Any]] = []
+    mutants: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=values["workers"]) as pool:
+        # The long machine runs first, so that the short mutant searches fill in beside them.
+        futures = {
+            pool.submit(_agreement, b, examples, steps): agreement for b in values["baselines"]
+        }
+        futures |= {
+            pool.submit(_mutant, m, values["mutant_examples"]): mutants for m in values["mutants"]
+        }
+        for future in tqdm(
+            as_completed(futures), total=len(futures), desc="properties", disable=not show
+        ):
+            futures[future].append(future.result())
+    order = {b: i for i, b in enumerate(values["baselines"])}
+    agreement.sort(key=lambda r: order[r["baseline"]])
+    morder = {m: i for i, m in enumerate(values["mutants"])}
+    mutants.sort(key=lambda r: morder[r["mutant"]])
+    return {
+        "meta": meta.columns(),
+        "settings": dict(values),
+        "agreement": agreement,
+        "mutants": mutants,
+    }
+
+
+def write_properties(results: Mapping[str, Any], raw: Path) -> Path:
+    raw.mkdir(parents=True, exist_ok=True)
+    path = raw / PROPERTIES_FILE
+    path.write_text(json.dumps(results, indent=1))
+    return path
+
+
+def read_properties(raw: Path) -> dict[str, Any] | None:
+    """``raw/properties.json``, or None if the run had no property stage. Raises
+    :class:`ResultsError` naming the file if it is there but broken."""
+    path = raw / PROPERTIES_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{path}: not readable JSON ({e})") from e
+    for key in ("agreement", "mutants", "settings"):
+        if not isinstance(data, dict) or key not in data:
+            raise ResultsError(f"{path}: missing {key!r}; not a property-stage file")
+    found: dict[str, Any] = data
+    return found
+
+
+AGREEMENT_COLUMNS = (
+    ("baseline", _S),
+    ("max_examples", _L),
+    ("step_count", _L),
+    ("examples", _L),
+    ("steps", _L),
+    ("failures", _L),
+    ("seconds", _D),
+    ("result", _S),
+)
+MUTANT_COLUMNS = (
+    ("mutant", _S),
+    ("expected", _S),
+    ("invariant", _S),
+    ("steps", _L),
+    ("examples", _L),
+    ("seconds", _D),
+    ("counterexample", _S),
+)
+
+
+def property_tables(results: Mapping[str, Any]) -> list[Table]:
+    """The report tables of a property stage: ``property-runs`` and ``mutants``."""
+    s = results["settings"]
+    runs = [
+        {**r, "result": "passed" if r["failure"] is None else r["failure"].splitlines()[0]}
+        for r in results["agreement"]
+    ]
+    mutants = [
+        {**r, "counterexample": "; ".join(r["counterexample"]) or "not caught"}
+        for r in results["mutants"]
+    ]
+    return [
+        make_table(
+            "property-runs",
+            "Property suite: the proposal against each baseline",
+            f"Each row: the proposed-vs-baseline state machine (`connmgr.testing.machines`) "
+            f"run to {s['examples']:,} examples of up to {s['steps']} steps, or to its first "
+            "failure. `examples` counts every example run, including those run while "
+            "shrinking; `steps` counts the cluster events fed to both policies. Invariants "
+            "checked after every step: same routing, never more sockets, tight, safety, "
+            "determinism (docs/property-suite.md).",
+            AGREEMENT_COLUMNS,
+            runs,
+        ),
+        make_table(
+            "mutants",
+            "Property suite: which invariant catches each broken policy",
+            f"Each deliberately broken policy (`connmgr.testing.mutants`) against "
+            f"{MUTANT_BASELINE}, searched derandomized for up to {s['mutant_examples']:,} "
+            "examples: the invariant its shrunk counterexample fails, and that "
+            "counterexample's length in steps.",
+            MUTANT_COLUMNS,
+            mutants,
+        ),
+    ]
+
+
+def check_properties(results: Mapping[str, Any]) -> list[str]:
+    """What the property stage found wrong: failing machines and mutants not caught by an
+    invariant they were expected to break (empty = all as expected)."""
+    problems = [
+        f"property run vs {r['baseline']} failed: {r['failure'].splitlines()[0]}"
+        for r in results["agreement"]
+        if r["failure"] is not None
+    ]
+    for m in results["mutants"]:
+        expects: Sequence[str] = tuple(m["expected"].split(" or "))
+        if not m["caught"] or not (m["message"] or "").startswith(tuple(expects)):
+            problems.append(f"mutant {m['mutant']} not caught by {m['expected']}")
+    return problems

@@ -1,0 +1,482 @@
+"""The RFC's figures, generated from a benchmark report (``python -m connmgr.bench.rfc``).
+
+Every measured number in ``proposal/rfc.md`` sits between markers this module owns, so it
+is regenerated, never typed:
+
+- a figure (a table) is the text between ``<!-- fig:NAME -->`` and ``<!-- /fig:NAME -->``;
+- a number in a sentence is ``<!--v:NAME-->VALUE<!--/v-->`` (HTML comments do not render,
+  so the RFC reads as plain Markdown);
+- the report the RFC cites is named once, ``<!-- report: reports/RUN-ID -->``, and every plot
+  path ``../reports/RUN-ID/plots/...`` follows it.
+
+:func:`render` fills all of them from one report directory (``OUT/<run-id>``); the main job
+calls :func:`refresh` after a run into the checkout's ``reports/``. A figure's source is a
+report table (``tables/NAME.parquet``, formatted as the report's own Markdown tables format
+it), except three that come from the code or the repository: the connection state table
+(:func:`connmgr.core.state.transitions_markdown`) and the 2.1.0 claim table
+(``docs/java-2.1.0-claims.md``). ``tests/test_rfc.py`` fails if the committed RFC differs
+from what its cited report gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from connmgr.bench.report import format_cell
+from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[3]
+RFC = ROOT / "proposal" / "rfc.md"
+REPORTS = ROOT / "reports"
+CLAIMS = ROOT / "docs" / "java-2.1.0-claims.md"
+
+_FIG = re.compile(r"<!-- fig:([\w.-]+) -->\n(?:.*?<!-- /fig:\1 -->\n)?", re.S)
+_VALUE = re.compile(r"<!--v:([\w.-]+)-->.*?<!--/v-->|\{\{([\w.-]+)\}\}")
+_REPORT = re.compile(r"<!-- report: (\S+) -->")
+_PLOT = re.compile(r"\.\./reports/[^/\s)]+/plots/")
+_RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-z]+")
+
+
+class RfcError(ConfigError):
+    """The RFC or its report cannot be put together; the message says which and why."""
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report directory's tables, read lazily by name."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        file = self.path / "tables" / f"{table}.parquet"
+        try:
+            found: list[dict[str, Any]] = pq.read_table(file).to_pylist()
+        except FileNotFoundError:
+            raise RfcError(f"{file}: no such table in the report") from None
+        except Exception as e:  # pyarrow raises its own types for a corrupt file
+            raise ResultsError(f"{file}: not a readable Parquet table ({e})") from e
+        return found
+
+    def types(self, table: str) -> dict[str, ColumnType]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(self.path / "tables" / f"{table}.parquet")
+        kinds: dict[str, ColumnType] = {}
+        for field in schema:
+            if pa.types.is_integer(field.type):
+                kinds[field.name] = ColumnType.LONG
+            elif pa.types.is_floating(field.type):
+                kinds[field.name] = ColumnType.DOUBLE
+            elif pa.types.is_boolean(field.type):
+                kinds[field.name] = ColumnType.BOOL
+            else:
+                kinds[field.name] = ColumnType.STRING
+        return kinds
+
+    def one(self, table: str, **where: Any) -> dict[str, Any]:
+        """The single row of ``table`` whose columns equal ``where``."""
+        found = [r for r in self.rows(table) if all(r.get(k) == v for k, v in where.items())]
+        if len(found) != 1:
+            raise RfcError(
+                f"{self.path}/tables/{table}: {len(found)} rows where {where}, expected one"
+            )
+        return found[0]
+
+    def value(self, table: str, column: str, **where: Any) -> str:
+        """One cell, formatted as the report's Markdown tables format it."""
+        return format_cell(self.one(table, **where)[column], self.types(table)[column])
+
+    def section(self, title: str) -> str:
+        """The body of ``index.md``'s section ``## title``."""
+        text = (self.path / "index.md").read_text()
+        match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+        if match is None:
+            raise RfcError(f"{self.path}/index.md: no section {title!r}")
+        return match.group(1).strip()
+
+
+def latest_report(reports: Path = REPORTS) -> Path:
+    """The newest run under ``reports`` that has a report (run ids sort by time)."""
+    runs = sorted(
+        p for p in reports.glob("*") if _RUN_ID.fullmatch(p.name) and (p / "index.md").exists()
+    )
+    if not runs:
+        raise RfcError(f"{reports}: no report; run `connmgr bench` first")
+    return runs[-1]
+
+
+# --------------------------------------------------------------------------- fragments
+
+
+def _table(
+    report: Report,
+    table: str,
+    columns: str,
+    *,
+    keep: Callable[[Mapping[str, Any]], bool] = lambda _: True,
+    note: str = "",
+) -> str:
+    """``columns`` (space-separated) of ``table``'s rows that ``keep`` keeps, and its source."""
+    types = report.types(table)
+    cols = columns.split()
+    numeric = (ColumnType.LONG, ColumnType.DOUBLE)
+    lines = [
+        "| " + " | ".join(cols) + " |",
+        "|" + "|".join("---:" if types[c] in numeric else "---" for c in cols) + "|",
+    ]
+    rows = [r for r in report.rows(table) if keep(r)]
+    lines += ["| " + " | ".join(format_cell(r[c], types[c]) for c in cols) + " |" for r in rows]
+    body = "\n".join(lines) if rows else "None."
+    source = f"*Source: `reports/{report.run_id}/tables/{table}.md`{note}.*"
+    return f"{body}\n\n{source}"
+
+
+def _real_at(point_prefix: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda r: r["kind"] == "real" and str(r["point"]).startswith(point_prefix)
+
+
+REAL_POINTS = (
+    "big-producer[brokers=3,coordinator=auto,rtt_ms=0.0]",
+    "big-consumer[brokers=3,coordinator=auto,rtt_ms=0.0]",
+)
+"""The real-client points the RFC's motivation shows: 3 brokers, no added RTT."""
+
+NAMED = (
+    "seed-producer",
+    "seed-consumer",
+    "k8s-endpoint-change",
+    "shared-endpoint",
+    "idle-disabled",
+)
+
+
+def _real_sockets(report: Report) -> str:
+    """One row per (scenario, client) at :data:`REAL_POINTS`, the proposal first."""
+    lines = [
+        "| scenario | client | opened | peak | steady | handshakes |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    types = report.types("sockets")
+    for point in REAL_POINTS:
+        rows = [r for r in report.rows("sockets") if r["kind"] == "real" and r["point"] == point]
+        if not rows:
+            raise RfcError(f"{report.path}/tables/sockets: no real rows at {point}")
+        metrics = ("opened", "peak", "steady", "handshakes")
+        for client, side, row in [
+            ("proposed", "proposed", rows[0]),
+            *((r["baseline"], "baseline", r) for r in rows),
+        ]:
+            cells = [format_cell(row[f"{m}_{side}"], types[f"{m}_{side}"]) for m in metrics]
+            lines.append(f"| {row['scenario']} | {client} | " + " | ".join(cells) + " |")
+    return (
+        "\n".join(lines)
+        + f"\n\n*Source: `reports/{report.run_id}/tables/sockets.md`, points "
+        + ", ".join(f"`{p}`" for p in REAL_POINTS)
+        + "; medians over repeats.*"
+    )
+
+
+def _claims(_: Report) -> str:
+    text = CLAIMS.read_text()
+    table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+    return f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` (`python -m connmgr.java.claims`).*"
+
+
+def _state_table(_: Report) -> str:
+    from connmgr.core.state import transitions_markdown
+
+    return f"{transitions_markdown()}\n\n*Source: `connmgr.core.state.TRANSITIONS`.*"
+
+
+FIGURES: dict[str, Callable[[Report], str]] = {
+    "java-2.1.0-claims": _claims,
+    "state-table": _state_table,
+    "real-sockets": _real_sockets,
+    "real-sockets-by-role": lambda r: _table(
+        r,
+        "sockets-by-role",
+        "scenario policy opened_bootstrap opened_data opened_coordination steady_bootstrap "
+        "steady_data steady_coordination",
+        keep=lambda row: row["kind"] == "real" and row["point"] in REAL_POINTS,
+    ),
+    "sockets-headline": lambda r: _table(
+        r,
+        "headline",
+        "kind baseline points opened_ratio peak_ratio peak_ratio_worst steady_ratio "
+        "ttfa_ms_ratio ttfc_ms_ratio throughput_rps_ratio regressed_points",
+    ),
+    "regressions": lambda r: _table(
+        r,
+        "regressions",
+        "kind point baseline metric proposed baseline_value ratio rule",
+    ),
+    "sim-named-scenarios": lambda r: _table(
+        r,
+        "sockets",
+        "scenario baseline opened_proposed opened_baseline peak_proposed peak_baseline "
+        "steady_proposed steady_baseline",
+        keep=lambda row: row["kind"] == "sim" and row["scenario"] in NAMED,
+    ),
+    "latency-by-rtt": lambda r: _table(
+        r,
+        "latency",
+        "metric scenario rtt_ms baseline repeats proposed_ms baseline_ms ratio ratio_min ratio_max",
+        keep=lambda row: "[brokers=3," in str(row["point"]),
+        note=", 3-broker points (every point is in that table)",
+    ),
+    "throughput-ab": lambda r: _table(
+        r,
+        "throughput",
+        "point baseline repeats throughput_rps_proposed throughput_rps_baseline "
+        "throughput_rps_ratio throughput_rps_ratio_min throughput_rps_ratio_max",
+    ),
+    "sweep-savings": lambda r: _table(
+        r,
+        "sweep-savings",
+        "baseline brokers points opened_saving peak_saving steady_saving regressed_points",
+    ),
+    "decision-cost": lambda r: _table(
+        r, "decision-cost", "policy rounds decisions mean_us median_us min_us"
+    ),
+    "simulator-speed": lambda r: _table(
+        r, "simulator-speed", "policy rounds events events_per_s events_per_s_median"
+    ),
+    "sweep-scaling": lambda r: (
+        r.section("Sweep: how the run time scales with the grid")
+        + f"\n\n*Source: `reports/{r.run_id}/index.md`.*"
+    ),
+    "mutants-caught": lambda r: _table(
+        r, "mutants", "mutant expected invariant steps examples seconds"
+    ),
+    "deep-runs": lambda r: _table(
+        r,
+        "property-runs",
+        "baseline max_examples step_count examples steps failures seconds result",
+    ),
+}
+
+
+def _sum(table: str, column: str) -> Callable[[Report], str]:
+    return lambda r: format_cell(sum(row[column] for row in r.rows(table)), ColumnType.LONG)
+
+
+def _point(scenario: str, rtt: str) -> str:
+    return f"{scenario}[brokers=3,coordinator=auto,rtt_ms={rtt}]"
+
+
+_P, _C = REAL_POINTS
+_THROUGHPUT = "throughput-ab[brokers=3,records={records},rtt_ms={rtt}]"
+
+
+def _throughput(rtt: str, column: str) -> Callable[[Report], str]:
+    def get(r: Report) -> str:
+        rows = [
+            row
+            for row in r.rows("throughput")
+            if str(row["point"]).startswith("throughput-ab[brokers=3,")
+            and str(row["point"]).endswith(f"rtt_ms={rtt}]")
+        ]
+        if len(rows) != 1:
+            raise RfcError(f"{r.path}/tables/throughput: {len(rows)} rows at rtt {rtt}")
+        return format_cell(rows[0][column], ColumnType.DOUBLE)
+
+    return get
+
+
+def _cell(table: str, column: str, **where: Any) -> Callable[[Report], str]:
+    return lambda r: r.value(table, column, **where)
+
+
+VALUES: dict[str, Callable[[Report], str]] = {
+    "report.run_id": lambda r: r.run_id,
+    **{
+        f"real.{client}.{scenario}.peak": _cell(
+            "sockets", "peak_baseline", point=p, baseline=client
+        )
+        for client in ("java-2.1.0", "java-4.4.0", "aiokafka")
+        for scenario, p in (("big-producer", _P), ("big-consumer", _C))
+    },
+    "real.proposed.big-producer.peak": _cell(
+        "sockets", "peak_proposed", point=_P, baseline="aiokafka"
+    ),
+    "real.proposed.big-consumer.peak": _cell(
+        "sockets", "peak_proposed", point=_C, baseline="aiokafka"
+    ),
+    **{
+        f"sim.big-producer.b1000.{policy}.opened": _cell(
+            "sockets-by-brokers",
+            "opened",
+            kind="sim",
+            scenario="big-producer",
+            policy=policy,
+            brokers=1000,
+        )
+        for policy in ("java-described", "proposed")
+    },
+    **{
+        f"sim.idle-disabled.{side}.steady": _cell(
+            "sockets", column, kind="sim", scenario="idle-disabled", baseline="java-described"
+        )
+        for side, column in (("java-described", "steady_baseline"), ("proposed", "steady_proposed"))
+    },
+    "throughput.rtt0.ratio": _throughput("0.0", "throughput_rps_ratio"),
+    "throughput.rtt0.ratio_min": _throughput("0.0", "throughput_rps_ratio_min"),
+    "throughput.rtt20.ratio": _throughput("20.0", "throughput_rps_ratio"),
+    **{
+        f"latency.big-producer.rtt{rtt[:-2]}.{baseline}.ratio": _cell(
+            "latency",
+            "ratio",
+            metric="ttfa_ms",
+            point=_point("big-producer", rtt),
+            baseline=baseline,
+        )
+        for rtt, baseline in (("0.0", "aiokafka"), ("20.0", "aiokafka"), ("20.0", "java-4.4.0"))
+    },
+    **{
+        f"decision-cost.{policy}.mean_us": _cell("decision-cost", "mean_us", policy=policy)
+        for policy in ("proposed", "java-today")
+    },
+    "simulator-speed.proposed.events_per_s": _cell(
+        "simulator-speed", "events_per_s", policy="proposed"
+    ),
+    **{
+        f"headline.{kind}.{baseline}.peak_ratio": _cell(
+            "headline", "peak_ratio", kind=kind, baseline=baseline
+        )
+        for kind, baselines in (
+            ("real", ("java-2.1.0", "java-4.4.0", "aiokafka")),
+            ("sim", ("java-today", "java-described", "aiokafka-today")),
+            ("sweep", ("java-today", "aiokafka-today")),
+        )
+        for baseline in baselines
+    },
+    "sweep.points": _cell("runs", "points", kind="sweep"),
+    "regressions.count": lambda r: str(len(r.rows("regressions"))),
+    "deep.examples": _sum("property-runs", "examples"),
+    "deep.steps": _sum("property-runs", "steps"),
+    "deep.failures": _sum("property-runs", "failures"),
+    "properties.max_examples": lambda r: format_cell(
+        r.rows("property-runs")[0]["max_examples"], ColumnType.LONG
+    ),
+    "properties.step_count": lambda r: format_cell(
+        r.rows("property-runs")[0]["step_count"], ColumnType.LONG
+    ),
+    "mutants.caught": lambda r: str(sum(1 for m in r.rows("mutants") if m["invariant"])),
+    "mutants.count": lambda r: str(len(r.rows("mutants"))),
+}
+
+
+# --------------------------------------------------------------------------- render
+
+
+def render(text: str, report_dir: Path, rfc_path: Path = RFC) -> str:
+    """``text`` with every figure, value, the cited report and the plot paths taken from
+    the report in ``report_dir``. Raises :class:`RfcError` for a marker this module does
+    not know and for a figure the report cannot give."""
+    report = Report(report_dir)
+    unknown = sorted(
+        {m.group(1) for m in _FIG.finditer(text)} - set(FIGURES)
+        | {m.group(1) or m.group(2) for m in _VALUE.finditer(text)} - set(VALUES)
+    )
+    if unknown:
+        raise RfcError(f"{rfc_path}: unknown markers {unknown}; known: see connmgr.bench.rfc")
+
+    def figure(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return f"<!-- fig:{name} -->\n{FIGURES[name](report).rstrip()}\n<!-- /fig:{name} -->\n"
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        return f"<!--v:{name}-->{VALUES[name](report)}<!--/v-->"
+
+    relative = Path(os.path.relpath(report_dir.resolve(), rfc_path.resolve().parent)).as_posix()
+    text = _FIG.sub(figure, text)
+    text = _VALUE.sub(value, text)
+    text = _REPORT.sub(f"<!-- report: reports/{report.run_id} -->", text)
+    return _PLOT.sub(f"{relative}/plots/", text)
+
+
+def cited_report(text: str) -> str:
+    """The run id the RFC cites (``<!-- report: reports/RUN-ID -->``)."""
+    match = _REPORT.search(text)
+    if match is None:
+        raise RfcError("the RFC names no report (a line `<!-- report: reports/RUN-ID -->`)")
+    return Path(match.group(1)).name
+
+
+def differences(text: str, report_dir: Path, rfc_path: Path = RFC) -> list[str]:
+    """Every figure and value of ``text`` that differs from what the report gives."""
+    want = render(text, report_dir, rfc_path)
+    got_figs = {m.group(1): m.group(0) for m in _FIG.finditer(text)}
+    want_figs = {m.group(1): m.group(0) for m in _FIG.finditer(want)}
+    found = [f"figure {name}" for name in want_figs if got_figs.get(name) != want_figs[name]]
+    got_values = [m.group(0) for m in _VALUE.finditer(text)]
+    want_values = [m.group(0) for m in _VALUE.finditer(want)]
+    found += [
+        f"value {g} (report: {w})" for g, w in zip(got_values, want_values, strict=True) if g != w
+    ]
+    if not found and want != text:
+        found.append("the cited report or a plot path")
+    return found
+
+
+def refresh(report_dir: Path, rfc_path: Path = RFC) -> bool:
+    """Rewrite ``rfc_path`` from ``report_dir``; True if anything changed."""
+    text = rfc_path.read_text()
+    new = render(text, report_dir, rfc_path)
+    if new != text:
+        rfc_path.write_text(new)
+    return new != text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m connmgr.bench.rfc",
+        description="Fill the RFC's generated figures and numbers from a benchmark report "
+        "(default: the newest run under reports/ that has a report).",
+    )
+    parser.add_argument("--report", type=Path, help="a report directory, OUT/<run-id>")
+    parser.add_argument("--rfc", type=Path, default=RFC, help=f"the RFC (default: {RFC})")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 and list what differs from the report the RFC cites",
+    )
+    args = parser.parse_args(argv)
+    try:
+        text = args.rfc.read_text()
+        if args.check:
+            report = args.report or REPORTS / cited_report(text)
+            diff = differences(text, report, args.rfc)
+            for line in diff:
+                print(f"{args.rfc}: {line}", file=sys.stderr)
+            return 1 if diff else 0
+        report = args.report or latest_report()
+        changed = refresh(report, args.rfc)
+    except (RfcError, ResultsError, OSError) as e:
+        print(f"connmgr.bench.rfc: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.rfc}: {'refreshed from' if changed else 'already matches'} {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
