@@ -153,3 +153,15 @@ def test_the_property_stage_ran_every_machine_and_caught_every_mutant(quick: Ben
         assert 0 <= m["steps"] <= 12, m  # determinism can fail before any step
     assert quick.problems == []
     assert "Property suite: problems" in quick.report.read_text()
+
+
+def test_the_quick_report_regenerates_every_rfc_figure(quick: BenchOutcome) -> None:
+    # What the README's main command gives is enough to refresh the whole RFC.
+    from connmgr.bench import rfc
+
+    text = rfc.RFC.read_text()
+    filled = rfc.render(text, quick.run_dir)
+    assert rfc.cited_report(filled) == quick.run_id
+    assert rfc.differences(filled, quick.run_dir) == []
+    mutants = len(load_grid(quick=True).get("properties", "mutants"))
+    assert f"<!--v:mutants.count-->{mutants}<!--/v-->" in filled
