@@ -3,30 +3,51 @@ match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
 grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0) on the
-embedded cluster, A/B throughput, pytest-benchmark suites, the Spark sweep and the
-comparison. It shares the session's SparkSession.
+embedded cluster, A/B throughput, pytest-benchmark suites, the property stage (its mutant
+searches cut to two, see :data:`CHEAP_MUTANTS`), the Spark sweep and the comparison. It
+shares the session's SparkSession.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.grid import load_grid
+from connmgr.bench.grid import DEFAULT_GRID, Grid, load_grid
 from connmgr.bench.job import BenchOutcome, run_bench
 from connmgr.bench.schema import read_parquet
 
 pytestmark = [pytest.mark.embedded, pytest.mark.java]
 
 
+CHEAP_MUTANTS = ["IgnoresBudget", "SharedCursor"]
+"""The property stage here searches two of the seven mutants, the quickest to catch:
+tests/properties/test_mutants_caught.py searches every one with the same code, and the other
+five would add about two minutes to CI."""
+
+
 @pytest.fixture(scope="module")
-def quick(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> BenchOutcome:
+def quick_grid(tmp_path_factory: pytest.TempPathFactory) -> Grid:
+    """The shipped ``--quick`` grid, its mutant searches cut to :data:`CHEAP_MUTANTS`."""
+    text = DEFAULT_GRID.read_text()
+    # The override lands in [quick] only if that is the file's last table.
+    assert re.findall(r"^\[[\w.]+\]", text, re.M)[-1] == "[quick]"
+    path = tmp_path_factory.mktemp("grid") / "grid.toml"
+    path.write_text(f'{text}\n"properties.mutants" = {json.dumps(CHEAP_MUTANTS)}\n')
+    grid = load_grid(path, quick=True)
+    assert grid.get("properties", "mutants") == CHEAP_MUTANTS
+    return grid
+
+
+@pytest.fixture(scope="module")
+def quick(spark: Any, quick_grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> BenchOutcome:
     out = tmp_path_factory.mktemp("reports")
-    return run_bench(load_grid(quick=True), out, show=False, say=lambda _: None)
+    return run_bench(quick_grid, out, show=False, say=lambda _: None)
 
 
 def raw(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
@@ -40,7 +61,9 @@ def table(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def test_every_stage_wrote_its_results_and_the_report_exists(quick: BenchOutcome) -> None:
+def test_every_stage_wrote_its_results_and_the_report_exists(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
     index = quick.report.read_text()
     for heading in ("Regressions", "Sweep", "Plots"):
         assert heading in index
@@ -50,14 +73,15 @@ def test_every_stage_wrote_its_results_and_the_report_exists(quick: BenchOutcome
         assert f"plots/{png}.png" in index
     assert (quick.run_dir / "raw" / "micro" / "micro.json").stat().st_size > 0
     sims = raw(quick, "sim")
-    grid = load_grid(quick=True)
+    grid = quick_grid
     assert len(sims) == len(grid.sim_points) * len(grid.policies) * grid.get("sim", "repeats")
-    clients = {r["policy"] for r in raw(quick, "real")}
-    assert clients == set(grid.clients)
+    assert {r["policy"] for r in raw(quick, "real")} == set(grid.clients)
     assert [p for p, _, _ in quick.sweep] == list(grid.get("sweep", "sizes"))
 
 
-def test_sockets_table_matches_the_raw_simulated_rows(quick: BenchOutcome) -> None:
+def test_sockets_table_matches_the_raw_simulated_rows(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in raw(quick, "sim"):
         by[(row["point"], row["policy"])].append(row)
@@ -71,7 +95,7 @@ def test_sockets_table_matches_the_raw_simulated_rows(quick: BenchOutcome) -> No
             assert row[f"{metric}_proposed"] == statistics.median(r[metric] for r in mine)
             assert row[f"{metric}_baseline"] == statistics.median(r[metric] for r in theirs)
         checked += 1
-    assert checked == len({p for p, _ in by}) * (len(load_grid(quick=True).policies) - 1)
+    assert checked == len({p for p, _ in by}) * (len(quick_grid.policies) - 1)
 
 
 def test_real_runs_carry_timings_and_the_latency_table_matches(quick: BenchOutcome) -> None:
@@ -91,9 +115,11 @@ def test_real_runs_carry_timings_and_the_latency_table_matches(quick: BenchOutco
         assert row["baseline_ms"] == pytest.approx(statistics.median(base))
 
 
-def test_throughput_turns_interleave_and_the_table_matches(quick: BenchOutcome) -> None:
+def test_throughput_turns_interleave_and_the_table_matches(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
     turns = raw(quick, "throughput")
-    records = load_grid(quick=True).get("throughput", "records")
+    records = quick_grid.get("throughput", "records")
     assert {r["policy"] for r in turns} == {"proposed", "aiokafka"}
     assert all(r["throughput_rps"] > 0 and r["records"] == records for r in turns)
     rows = table(quick, "throughput")
@@ -134,9 +160,10 @@ def test_report_only_rebuilds_the_same_tables_from_raw(quick: BenchOutcome) -> N
     assert "Sweep: how the run time scales with the grid" in comparison.index.read_text()
 
 
-def test_the_property_stage_ran_every_machine_and_caught_every_mutant(quick: BenchOutcome) -> None:
-    grid = load_grid(quick=True)
-    settings = grid.values["properties"]
+def test_the_property_stage_ran_every_machine_and_caught_every_mutant(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
+    settings = quick_grid.values["properties"]
     found = json.loads((quick.run_dir / "raw" / "properties.json").read_text())
     runs = table(quick, "property-runs")
     assert [r["baseline"] for r in runs] == settings["baselines"]
@@ -156,7 +183,9 @@ def test_the_property_stage_ran_every_machine_and_caught_every_mutant(quick: Ben
     assert "Property suite: problems" in quick.report.read_text()
 
 
-def test_the_quick_report_regenerates_every_rfc_figure(quick: BenchOutcome) -> None:
+def test_the_quick_report_regenerates_every_rfc_figure(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
     # What the README's main command gives is enough to refresh the whole RFC.
     from connmgr.bench import rfc
 
@@ -164,5 +193,5 @@ def test_the_quick_report_regenerates_every_rfc_figure(quick: BenchOutcome) -> N
     filled = rfc.render(text, quick.run_dir)
     assert rfc.cited_report(filled) == quick.run_id
     assert rfc.differences(filled, quick.run_dir) == []
-    mutants = len(load_grid(quick=True).get("properties", "mutants"))
+    mutants = len(quick_grid.get("properties", "mutants"))
     assert f"<!--v:mutants.count-->{mutants}<!--/v-->" in filled

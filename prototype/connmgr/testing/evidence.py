@@ -42,9 +42,10 @@ rules; java-today is the client most readers run."""
 MUTANT_EXAMPLES = 2_000
 """The search for a mutant's counterexample stops at the first failure, so a generous budget
 costs nothing when the mutant is caught early: generating is cheap (a few ms an example),
-shrinking is what takes the time. StaleEndpoint needs a rarer story (a connection, a move,
-a metadata refresh) and the derandomized search first meets it around its 300th example,
-at the edge of the 300 it was once given: CI missed it."""
+shrinking is what takes the time. Each mutant is met within 900 examples today (StaleEndpoint,
+the rarest story -- a connection, a move, a metadata refresh -- near example 650). The search
+is the same in every process (:mod:`connmgr.testing.constants`); before it was, StaleEndpoint
+was met near example 300 in one process and missed by a 300-example budget in CI."""
 
 MAX_STEPS = 6
 """A shrunk counterexample this long or shorter is one a reader can follow."""

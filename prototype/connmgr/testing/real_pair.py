@@ -97,6 +97,7 @@ from connmgr.seeding import derive_rng
 from connmgr.sim.cluster import ClusterModel, build_cluster
 from connmgr.sim.scenarios import ScenarioSpec
 from connmgr.sim.simulator import Simulator
+from connmgr.testing.constants import load_whole_package
 
 __all__ = ["BROKERS", "LINGER_MS", "TOPIC", "RealPairMachine", "open_roles"]
 
@@ -143,6 +144,7 @@ class RealPairMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        load_whole_package()  # the same search in any process: see connmgr.testing.constants
         self.cluster: MockCluster | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.producer: ProposedProducer | None = None
