@@ -118,6 +118,11 @@ class PolicyDriver:
         future: asyncio.Future[Lease] = self._loop.create_future()
         self._waiters[request_id] = future
         self.feed(make_event(request_id))
+        if future.done():
+            # A ready connection: the policy answered at once. Returning here saves the two
+            # event-loop turns `wait_for` costs, and a turn waits behind whatever else is
+            # ready to run (a producer's send loop): 0.8 ms a produce request at 0 ms RTT.
+            return future.result()
         try:
             return await asyncio.wait_for(future, timeout_s)
         except (TimeoutError, asyncio.CancelledError) as exc:

@@ -8,14 +8,14 @@ sender, fetcher and group coordinator aiokafka wired to it use the policy withou
 code being copied.
 
 Misuse raises :class:`~connmgr.errors.ClientMisuse` with what to do: starting twice,
-sending or polling after ``stop()``.
+sending or polling before ``start()`` or after ``stop()`` (a producer's sends are checked by
+:meth:`PolicyClient._wait_on_metadata`, so that a record costs no more than in aiokafka).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import aiokafka.errors as kafka_errors
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from connmgr.aio.client import PolicyClient
@@ -91,25 +91,6 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
     @property
     def ledger(self) -> ConnectionLedger:
         return self.client.ledger
-
-    async def send(self, *args: Any, **kwargs: Any) -> Any:
-        self._require_running("send()")
-        try:
-            return await super().send(*args, **kwargs)
-        except kafka_errors.KafkaTimeoutError as exc:
-            raise self._unreachable() or exc from exc
-        except kafka_errors.UnknownTopicOrPartitionError as exc:
-            # aiokafka reports metadata that never came as an unknown topic; with deferred
-            # bootstrap that usually means no bootstrap server answered.
-            raise self._unreachable() or exc from exc
-
-    def _unreachable(self) -> kafka_errors.KafkaConnectionError | None:
-        if self.client.policy.metadata is not None:
-            return None
-        return kafka_errors.KafkaConnectionError(
-            f"Unable to bootstrap from {self.client.bootstrap_text}: no server answered "
-            f"within request_timeout_ms={self.client._request_timeout_ms}"
-        )
 
 
 class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
