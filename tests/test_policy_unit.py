@@ -78,6 +78,11 @@ def test_adopt_when_the_broker_confirms_its_id_at_that_endpoint() -> None:
     adopted = of(p.handle(MetadataReceived(1, metadata()), 2), Adopt)
     assert len(adopted) == 1 and adopted[0].new_key.node == BrokerNode(1)
     assert p.metrics.by_role[adopted[0].new_key.role].handshakes_avoided == 1
+    # The adopted socket moved from one role to the other: each role held it once.
+    counts = p.metrics.as_dict()
+    assert [counts[r]["peak"] for r in ("bootstrap", "data")] == [1, 1]
+    assert [counts[r]["open_now"] for r in ("bootstrap", "data")] == [0, 1]
+    assert p.metrics.peak == 1
 
 
 def test_a_confirmed_id_advertised_elsewhere_is_not_adopted() -> None:

@@ -235,8 +235,8 @@ def _summary(result: RunResult) -> str:
     for role, counts in result.by_role.items():
         lines.append(
             f"  {role:<13} opened {counts['opened']:>6}  closed {counts['closed']:>6}  "
-            f"open at end {counts['open_at_end']:>4}  handshakes avoided "
-            f"{counts['handshakes_avoided']}"
+            f"peak {counts['peak']:>4}  open at end {counts['open_at_end']:>4}  "
+            f"handshakes avoided {counts['handshakes_avoided']}"
         )
     return "\n".join(lines)
 
@@ -342,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
     for role, counts in data["by_role"].items():
         print(
             f"  {role:<13} opened {counts['opened']:>6}  closed {counts['closed']:>6}  "
-            f"open at end {counts['open_at_end']:>4}"
+            f"peak {counts['peak']:>4}  open at end {counts['open_at_end']:>4}"
         )
     return 0
 

@@ -5,6 +5,7 @@ against the kernel's view of the process's sockets, and compared with simulated 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,24 +113,35 @@ class ConnectionLedger:
                 "closed": 0,
                 "failed": 0,
                 "open_at_end": 0,
+                "peak": 0,
                 "handshakes_avoided": 0,
             }
             for r in Role
         }
         by_broker: dict[str, dict[str, int]] = {}
         roles_now: dict[int, Role] = {}
+        held: Counter[Role] = Counter()
+
+        def gained(role: Role) -> None:
+            held[role] += 1
+            by_role[role.value]["peak"] = max(by_role[role.value]["peak"], held[role])
+
         for e in self.entries:
             if e.kind == "open":
                 by_role[e.role.value]["opened"] += 1
                 b = by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})
                 b["opened"] += 1
                 roles_now[e.conn_id] = e.role
+                gained(e.role)
             elif e.kind in ("close", "failed"):
                 role = roles_now.pop(e.conn_id, e.role)
                 by_role[role.value]["closed" if e.kind == "close" else "failed"] += 1
+                held[role] -= 1
             elif e.kind == "adopt":
+                held[roles_now[e.conn_id]] -= 1
                 roles_now[e.conn_id] = e.role
                 by_role[e.role.value]["handshakes_avoided"] += 1
+                gained(e.role)
         for e in self._open.values():
             by_role[e.role.value]["open_at_end"] += 1
             by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1

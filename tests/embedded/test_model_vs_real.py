@@ -50,6 +50,11 @@ def test_proposed_client_matches_the_proposed_model(scenario: str) -> None:
     print(scenario, "real", run.ledger.sequence())
     assert sequence_differences(run.ledger.dials(), model) == []
     assert run.steady_summary["steady"] == model.steady
+    for role, counts in run.steady_summary["by_role"].items():
+        assert (counts["opened"], counts["peak"]) == (
+            model.by_role[role]["opened"],
+            model.by_role[role]["peak"],
+        ), role
 
 
 def test_the_comparison_is_exact_across_batches() -> None:
@@ -71,6 +76,10 @@ def test_headline_figures() -> None:
     assert consumer.steady_summary["opened"] == 5 and consumer.steady_summary["steady"] == 4
     assert consumer.steady_summary["peak"] == 4
     assert consumer.steady_summary["by_role"]["data"]["handshakes_avoided"] == 0
+    # Each role's own peak: they add up to 5, but the bootstrap socket was gone before the
+    # others came, so no more than 4 were ever open at once.
+    peaks = {role: c["peak"] for role, c in consumer.steady_summary["by_role"].items()}
+    assert peaks == {"bootstrap": 1, "data": 3, "coordination": 1}
     producer = real("big-producer", "proposed")
     assert producer.steady_summary["opened"] <= 4
     assert producer.steady_summary["steady"] == 3

@@ -41,6 +41,10 @@ def test_run_seed_consumer_with_the_java_client(
     assert roles["coordination"]["opened"] == 1
     assert roles["bootstrap"]["open_at_end"] >= 1
     assert data["steady"] == data["opened"]
+    # opened / peak / steady for every role; nothing closed before the steady point here.
+    for counts in roles.values():
+        assert counts["opened"] == counts["peak"] == counts["open_at_end"]
+    assert data["peak"] == sum(c["peak"] for c in roles.values())
 
 
 def test_java_log_output_is_the_clients_own(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,8 @@
 """Connection metrics broken down by role: opened, closed, open now, peak, failed dials, and
-handshakes avoided (a socket that changed role instead of a new dial)."""
+handshakes avoided (a socket that changed role instead of a new dial).
+
+A role's ``peak`` is the most sockets that held that role at once; the client's ``peak`` is the
+most sockets at once in all, at most the sum of the roles' peaks (they need not coincide)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,13 @@ class RoleCounters:
     closed: int = 0
     failed: int = 0
     open_now: int = 0
+    peak: int = 0
     handshakes_avoided: int = 0
+
+    def gained(self) -> None:
+        """One more socket holds this role (a dial, or an adopted socket)."""
+        self.open_now += 1
+        self.peak = max(self.peak, self.open_now)
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -22,6 +31,7 @@ class RoleCounters:
             "closed": self.closed,
             "failed": self.failed,
             "open_now": self.open_now,
+            "peak": self.peak,
             "handshakes_avoided": self.handshakes_avoided,
         }
 
@@ -47,7 +57,7 @@ class Metrics:
     def on_dial(self, role: Role) -> None:
         counters = self.by_role[role]
         counters.opened += 1
-        counters.open_now += 1
+        counters.gained()
         self.peak = max(self.peak, self.open_now)
 
     def on_gone(self, role: Role, *, failed: bool) -> None:
@@ -60,7 +70,7 @@ class Metrics:
 
     def on_role_change(self, old: Role, new: Role) -> None:
         self.by_role[old].open_now -= 1
-        self.by_role[new].open_now += 1
+        self.by_role[new].gained()
         self.by_role[new].handshakes_avoided += 1
 
     def as_dict(self) -> dict[str, dict[str, int]]:
