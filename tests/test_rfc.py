@@ -1,0 +1,94 @@
+"""The RFC's figures are the report's: every generated table and number in proposal/rfc.md
+equals what `python -m connmgr.bench.rfc` makes from the report the RFC cites, and that
+report is the newest in reports/ (see proposal/README.md)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from connmgr.bench import rfc
+from connmgr.bench.schema import ResultsError
+
+TEXT = rfc.RFC.read_text()
+
+
+@pytest.fixture(scope="module")
+def cited() -> Path:
+    return rfc.REPORTS / rfc.cited_report(TEXT)
+
+
+def test_the_rfc_cites_the_newest_report(cited: Path) -> None:
+    assert (cited / "index.md").exists(), f"{cited}: the cited report is not in the checkout"
+    assert rfc.latest_report() == cited, (
+        f"the RFC cites {cited.name} but {rfc.latest_report().name} is newer: "
+        "run `python -m connmgr.bench.rfc` (or `connmgr bench`) to refresh it"
+    )
+
+
+def test_every_figure_and_number_matches_the_cited_report(cited: Path) -> None:
+    assert rfc.differences(TEXT, cited) == []
+
+
+def test_every_generated_figure_and_number_is_in_the_rfc() -> None:
+    figures = set(re.findall(r"<!-- fig:([\w.-]+) -->", TEXT))
+    closed = set(re.findall(r"<!-- /fig:([\w.-]+) -->", TEXT))
+    values = set(re.findall(r"<!--v:([\w.-]+)-->", TEXT))
+    assert figures == closed == set(rfc.FIGURES)
+    assert values == set(rfc.VALUES)
+    assert "{{" not in TEXT
+
+
+def test_every_plot_the_rfc_shows_exists() -> None:
+    plots = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", TEXT)
+    assert plots
+    for plot in plots:
+        assert (rfc.RFC.parent / plot).resolve().is_file(), plot
+
+
+def test_a_number_typed_over_is_caught(cited: Path) -> None:
+    match = re.search(r"<!--v:(headline\.real\.aiokafka\.peak_ratio)-->([^<]*)<!--/v-->", TEXT)
+    assert match is not None
+    typed = TEXT.replace(match.group(0), f"<!--v:{match.group(1)}-->{match.group(2)}1<!--/v-->")
+    found = rfc.differences(typed, cited)
+    assert len(found) == 1 and match.group(1) in found[0], found
+
+
+def test_a_table_cell_edited_by_hand_is_caught(cited: Path) -> None:
+    start = TEXT.index("<!-- fig:sockets-headline -->")
+    row = TEXT.index("\n| ", TEXT.index("|---", start))  # the first data row
+    edited = TEXT[: row + 3] + "x" + TEXT[row + 3 :]
+    assert rfc.differences(edited, cited) == ["figure sockets-headline"]
+
+
+def test_an_unknown_marker_is_an_error(cited: Path) -> None:
+    with pytest.raises(rfc.RfcError, match="unknown markers"):
+        rfc.render(TEXT + "\n<!--v:no.such.value-->1<!--/v-->\n", cited)
+
+
+def test_a_broken_report_table_names_the_file(cited: Path, tmp_path: Path) -> None:
+    copy = tmp_path / cited.name
+    shutil.copytree(cited / "tables", copy / "tables")
+    shutil.copy(cited / "index.md", copy / "index.md")
+    (copy / "tables" / "headline.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ResultsError, match=r"headline\.parquet"):
+        rfc.render(TEXT, copy)
+    (copy / "tables" / "headline.parquet").unlink()
+    with pytest.raises(rfc.RfcError, match=r"headline.*no such table"):
+        rfc.render(TEXT, copy)
+
+
+def test_check_and_refresh_from_the_command_line(cited: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "rfc.md"
+    stale = TEXT.replace(
+        re.search(r"<!--v:deep\.steps-->[^<]*<!--/v-->", TEXT).group(0),  # type: ignore[union-attr]
+        "<!--v:deep.steps-->0<!--/v-->",
+    )
+    copy.write_text(stale)
+    assert rfc.main(["--rfc", str(copy), "--check", "--report", str(cited)]) == 1
+    assert rfc.main(["--rfc", str(copy), "--report", str(cited)]) == 0
+    assert rfc.main(["--rfc", str(copy), "--check", "--report", str(cited)]) == 0
+    # The copy lives elsewhere: only its plot paths differ from the RFC's.
+    assert rfc.differences(copy.read_text(), cited, copy) == []
