@@ -62,23 +62,28 @@ class Report:
     def run_id(self) -> str:
         return self.path.name
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
-        import pyarrow.parquet as pq
-
+    def _read(self, table: str, read: Callable[[Path], Any]) -> Any:
+        """``read`` applied to ``tables/<table>.parquet``; a missing or corrupt file is an
+        error that names it."""
         file = self.path / "tables" / f"{table}.parquet"
         try:
-            found: list[dict[str, Any]] = pq.read_table(file).to_pylist()
+            return read(file)
         except FileNotFoundError:
             raise RfcError(f"{file}: no such table in the report") from None
         except Exception as e:  # pyarrow raises its own types for a corrupt file
             raise ResultsError(f"{file}: not a readable Parquet table ({e})") from e
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        found: list[dict[str, Any]] = self._read(table, lambda f: pq.read_table(f).to_pylist())
         return found
 
     def types(self, table: str) -> dict[str, ColumnType]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = pq.read_schema(self.path / "tables" / f"{table}.parquet")
+        schema = self._read(table, pq.read_schema)
         kinds: dict[str, ColumnType] = {}
         for field in schema:
             if pa.types.is_integer(field.type):
