@@ -208,3 +208,11 @@ def test_cli_lists_the_grid_and_reports_a_missing_file(
 
 def test_default_grid_is_the_checkout_file() -> None:
     assert DEFAULT_GRID.name == "grid.toml" and DEFAULT_GRID.exists()
+
+
+def test_a_report_names_the_checkout_grid_by_a_relative_path(tmp_path: Path) -> None:
+    # A committed report must not carry the path of the machine it ran on; a grid outside
+    # the checkout is named as given.
+    assert load_grid().describe().startswith("grid benchmarks/grid.toml: ")
+    outside = write(tmp_path, SMALL)
+    assert load_grid(outside).describe().startswith(f"grid {outside}: ")

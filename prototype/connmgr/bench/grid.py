@@ -129,13 +129,22 @@ class Grid:
     def clients(self) -> tuple[str, ...]:
         return tuple(self.get("real", "clients"))
 
+    @property
+    def shown_source(self) -> str:
+        """The grid file as a report shows it: relative to the checkout when it is the
+        checkout's, so that a committed report names no path of the machine it ran on."""
+        try:
+            return self.source.resolve().relative_to(DEFAULT_GRID.parents[1]).as_posix()
+        except ValueError:
+            return str(self.source)
+
     def describe(self) -> str:
         """A few lines saying how big the grid is."""
         sim_runs = len(self.sim_points) * len(self.policies) * self.get("sim", "repeats")
         real_runs = len(self.real_points) * len(self.clients) * self.get("real", "repeats")
         turns = 2 * self.get("throughput", "rounds") * len(self.get("throughput", "rtt_ms"))
         return (
-            f"grid {self.source}{' (--quick)' if self.quick else ''}: "
+            f"grid {self.shown_source}{' (--quick)' if self.quick else ''}: "
             f"{len(self.sim_points)} simulated points x {len(self.policies)} policies x "
             f"{self.get('sim', 'repeats')} repeats = {sim_runs} simulations; "
             f"{len(self.real_points)} real points x {len(self.clients)} clients x "
