@@ -5,11 +5,11 @@ against the kernel's view of the process's sockets, and compared with simulated 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from connmgr.core.identity import Role
+from connmgr.core.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,41 +107,34 @@ class ConnectionLedger:
 
     def summary(self) -> dict[str, Any]:
         """The same counting fields as a simulated run's JSON."""
-        by_role: dict[str, dict[str, int]] = {
-            r.value: {
-                "opened": 0,
-                "closed": 0,
-                "failed": 0,
-                "open_at_end": 0,
-                "peak": 0,
-                "handshakes_avoided": 0,
-            }
-            for r in Role
-        }
+        # The ledger's observations, counted by the same arithmetic as the policy's own
+        # metrics (connmgr.core.metrics), so "opened" or "peak" means one thing on both sides.
+        counted = Metrics()
         by_broker: dict[str, dict[str, int]] = {}
         roles_now: dict[int, Role] = {}
-        held: Counter[Role] = Counter()
-
-        def gained(role: Role) -> None:
-            held[role] += 1
-            by_role[role.value]["peak"] = max(by_role[role.value]["peak"], held[role])
-
         for e in self.entries:
             if e.kind == "open":
-                by_role[e.role.value]["opened"] += 1
+                counted.on_dial(e.role)
                 b = by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})
                 b["opened"] += 1
                 roles_now[e.conn_id] = e.role
-                gained(e.role)
             elif e.kind in ("close", "failed"):
                 role = roles_now.pop(e.conn_id, e.role)
-                by_role[role.value]["closed" if e.kind == "close" else "failed"] += 1
-                held[role] -= 1
+                counted.on_gone(role, failed=e.kind == "failed")
             elif e.kind == "adopt":
-                held[roles_now[e.conn_id]] -= 1
+                counted.on_role_change(roles_now[e.conn_id], e.role)
                 roles_now[e.conn_id] = e.role
-                by_role[e.role.value]["handshakes_avoided"] += 1
-                gained(e.role)
+        by_role: dict[str, dict[str, int]] = {
+            role.value: {
+                "opened": c.opened,
+                "closed": c.closed,
+                "failed": c.failed,
+                "open_at_end": 0,
+                "peak": c.peak,
+                "handshakes_avoided": c.handshakes_avoided,
+            }
+            for role, c in counted.by_role.items()
+        }
         for e in self._open.values():
             by_role[e.role.value]["open_at_end"] += 1
             by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
