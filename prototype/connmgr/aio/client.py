@@ -25,6 +25,7 @@ and prompt close are the policy's. Nothing else of aiokafka changes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import Any
 
@@ -41,11 +42,13 @@ from aiokafka.util import create_task
 from connmgr.aio.driver import Lease, NoConnection, PolicyDriver
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef, coordinator_kind
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
     Api,
     BrokerRequestNeeded,
+    CoordinatorLost,
     CoordinatorRequestNeeded,
 )
 from connmgr.core.identity import ConnectionKey
@@ -56,6 +59,8 @@ from connmgr.policies import make_policy
 from connmgr.seeding import derive_rng
 
 ANY_NODE_APIS = frozenset({Api.METADATA, Api.FIND_COORDINATOR, Api.API_VERSIONS})
+COORDINATION_TYPES = {0: CoordinatorKind.GROUP, 1: CoordinatorKind.TRANSACTION}
+"""aiokafka's ``CoordinationType`` values (FindCoordinator key types)."""
 DIAL_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     asyncio.TimeoutError,
@@ -89,15 +94,22 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
 
     @classmethod
     def upgrade(
-        cls, client: AIOKafkaClient, options: PolicyOptions, kind: ClientKind
+        cls,
+        client: AIOKafkaClient,
+        options: PolicyOptions,
+        kind: ClientKind,
+        coordinators: tuple[CoordinatorRef, ...] = (),
     ) -> PolicyClient:
         """Turn the stock ``client`` (already referenced by its producer's sender or its
-        consumer's fetcher and coordinator) into a PolicyClient in place."""
+        consumer's fetcher and coordinator) into a PolicyClient in place. ``coordinators``:
+        the ones its producer or consumer will look up (its group, its transactional id),
+        looked up together with the first metadata request (see :meth:`bootstrap`)."""
         if type(client) is not AIOKafkaClient:
             raise TypeError(f"expected a stock AIOKafkaClient, got {type(client).__name__}")
         client.__class__ = cls
         assert isinstance(client, PolicyClient)
         client._init_policy(options, kind)
+        client._prefetch_refs = coordinators
         return client
 
     def _init_policy(self, options: PolicyOptions, kind: ClientKind) -> None:
@@ -105,6 +117,10 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self.client_kind = kind
         self.ledger = ConnectionLedger()
         self._driver = None
+        self._coordinator_refs: dict[CoordinatorKind, CoordinatorRef] = {}
+        self._coordinator_at: dict[int, CoordinatorRef] = {}
+        self._prefetch_refs: tuple[CoordinatorRef, ...] = ()
+        self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
         idle = self._connections_max_idle_ms
         self.policy_config = PolicyConfig(
@@ -138,6 +154,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 ledger=self.ledger,
                 dial_errors=DIAL_ERRORS,
                 on_lost=lambda why: self.force_metadata_update(),
+                on_refresh=self.force_metadata_update,
             )
         return self._driver
 
@@ -176,6 +193,12 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         ``request_timeout_ms``); without, only start the metadata synchronizer: the first
         metadata request, when the application needs one, dials."""
         self._lifecycle = "running"
+        # The start-up exchange goes out together: the coordinator lookups the producer or
+        # consumer is about to make ride the first connection with the first metadata
+        # request, instead of waiting for its answer (aiokafka's order; a round trip lost at
+        # every start, and a coordinator move in between costs a socket).
+        for ref in self._prefetch_refs:
+            self._prefetched[ref] = create_task(self._find_coordinator(ref))
         if self.policy_options.warm_up and not await self._metadata_update(self.cluster, []):
             raise self._no_bootstrap()
         if getattr(self, "_sync_task", None) is None:
@@ -232,7 +255,25 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         )
 
     async def coordinator_lookup(self, coordinator_type: Any, coordinator_key: Any) -> int:
-        request = FindCoordinatorRequest(coordinator_key, coordinator_type)
+        """aiokafka's lookup (FindCoordinator), placed as an any-node request. A lookup means
+        the caller dropped its coordinator (it never looks up one it still trusts), so the
+        policy first hears that this coordinator's placement is void; the answer is kept to
+        name the coordinator of the requests and probes that follow."""
+        kind = COORDINATION_TYPES.get(int(coordinator_type), CoordinatorKind.GROUP)
+        ref = CoordinatorRef(kind, str(coordinator_key))
+        prefetched = self._prefetched.pop(ref, None)
+        if prefetched is not None:
+            # The answer of the lookup sent with the first metadata request, used once; if
+            # it failed, look up afresh.
+            with contextlib.suppress(kafka_errors.KafkaError):
+                return await prefetched
+        if self._driver is not None and self.policy.coordinators.broker_of(ref) is not None:
+            self._driver.feed(CoordinatorLost(ref))
+        return await self._find_coordinator(ref)
+
+    async def _find_coordinator(self, ref: CoordinatorRef) -> int:
+        key_type = next(t for t, k in COORDINATION_TYPES.items() if k is ref.kind)
+        request = FindCoordinatorRequest(ref.key, key_type)
         response = await self._send_on(
             lambda rid: AnyNodeRequestNeeded(rid, Api.FIND_COORDINATOR), request
         )
@@ -240,6 +281,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         if error_type is not kafka_errors.NoError:
             raise error_type()
         coordinator_id: int = response.coordinator_id
+        self._coordinator_refs[ref.kind] = ref
+        self._coordinator_at[coordinator_id] = ref
         return coordinator_id
 
     def get_random_node(self) -> int | None:
@@ -255,21 +298,39 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
 
     # --- requests ------------------------------------------------------------------------
 
-    def _event_for(self, node_id: int, api: Api, group: Any) -> Any:
+    def _event_for(self, node_id: int, api: Api, group: Any, request: Any = None) -> Any:
+        """The request event for ``api`` to ``node_id``: any-node, coordinator or broker.
+
+        A transactional ``InitProducerId`` goes to the transaction coordinator (aiokafka
+        sends it on the DEFAULT group, to the node its lookup returned); an idempotent one
+        (no transactional id) is an any-node request."""
         if api in ANY_NODE_APIS or (
-            api is Api.INIT_PRODUCER_ID and group is ConnectionGroup.DEFAULT
+            api is Api.INIT_PRODUCER_ID and getattr(request, "transactional_id", None) is None
         ):
             return lambda rid: AnyNodeRequestNeeded(rid, api)
-        if group is ConnectionGroup.COORDINATION:
-            return lambda rid: CoordinatorRequestNeeded(rid, api, node_id)
+        kind = coordinator_kind(api)
+        if group is ConnectionGroup.COORDINATION or kind is not None:
+            ref = self._coordinator_ref(node_id, kind)
+            return lambda rid: CoordinatorRequestNeeded(rid, api, node_id, ref)
         return lambda rid: BrokerRequestNeeded(rid, api, node_id)
+
+    def _coordinator_ref(self, node_id: int, kind: CoordinatorKind | None) -> CoordinatorRef:
+        """Which coordinator a request of ``kind`` (None: a readiness probe) to ``node_id``
+        is for: the one of that kind aiokafka looked up last (it keeps one per kind), or for
+        a probe the one last found on that node."""
+        if kind is None:
+            found = self._coordinator_at.get(node_id)
+            if found is not None:
+                return found
+            kind = CoordinatorKind.GROUP
+        return self._coordinator_refs.get(kind) or CoordinatorRef(kind, "")
 
     async def send(
         self, node_id: int, request: Any, *, group: Any = ConnectionGroup.DEFAULT
     ) -> Any:
         api = Api.from_key(request.API_KEY)
         self._require_known(node_id, api, group)
-        return await self._send_on(self._event_for(node_id, api, group), request)
+        return await self._send_on(self._event_for(node_id, api, group, request), request)
 
     def _require_known(self, node_id: int, api: Api, group: Any) -> None:
         """As stock aiokafka: a node missing from metadata fails at once and refreshes
@@ -319,6 +380,12 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
 
     async def close(self) -> None:
         self._lifecycle = "closed"
+        prefetched, self._prefetched = self._prefetched, {}
+        for task in prefetched.values():
+            task.cancel()
+        for task in prefetched.values():
+            with contextlib.suppress(asyncio.CancelledError, kafka_errors.KafkaError):
+                await task
         await super().close()  # stops the metadata synchronizer; aiokafka's _conns is empty
         if self._driver is not None:
             await self._driver.aclose()

@@ -22,7 +22,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from connmgr.core.actions import Action, Adopt, Close, CloseReason, Connect, Send, WakeAt
+from connmgr.core.actions import (
+    Action,
+    Adopt,
+    Close,
+    CloseReason,
+    Connect,
+    RefreshMetadata,
+    Reject,
+    Send,
+    WakeAt,
+)
 from connmgr.core.events import (
     ClientClosed,
     ConnectionClosedByPeer,
@@ -59,6 +69,11 @@ class NoConnection(ConnMgrError):
     """The policy did not provide a connection for a request in time."""
 
 
+class Rejected(NoConnection):
+    """The policy handed the request back unsent: the broker it must reach is no longer in
+    metadata. The caller re-targets it (aiokafka's retry path for NodeNotReadyError)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A request id and the connection the policy chose for it."""
@@ -77,12 +92,14 @@ class PolicyDriver:
         ledger: ConnectionLedger,
         dial_errors: tuple[type[BaseException], ...],
         on_lost: Callable[[str], None] | None = None,
+        on_refresh: Callable[[], None] | None = None,
     ) -> None:
         self.policy = policy
         self.ledger = ledger
         self._dial = dial
         self._dial_errors = dial_errors
         self._on_lost = on_lost
+        self._on_refresh = on_refresh
         self._loop = asyncio.get_running_loop()
         self._t0 = self._loop.time()
         self._conns: dict[int, KafkaConnection] = {}
@@ -184,6 +201,19 @@ class PolicyDriver:
             broker = action.new_key.broker_id
             assert broker is not None
             self.ledger.adopted(now, action.conn_id, broker, action.new_key.role)
+        elif isinstance(action, Reject):
+            future = self._waiters.pop(action.request_id, None)
+            if future is not None and not future.done():
+                future.set_exception(
+                    Rejected(
+                        f"request {action.request_id} handed back unsent "
+                        f"({action.reason.value}: metadata no longer lists its broker); "
+                        f"retry with fresh metadata ({self!r})"
+                    )
+                )
+        elif isinstance(action, RefreshMetadata):
+            if self._on_refresh is not None:
+                self._on_refresh()
         elif isinstance(action, WakeAt):
             if self._wake is not None:
                 self._wake.cancel()

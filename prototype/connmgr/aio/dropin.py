@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from connmgr.aio.client import PolicyClient
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind
+from connmgr.core.coordinator import CoordinatorRef
 from connmgr.errors import ClientMisuse
 from connmgr.ledger import ConnectionLedger
 
@@ -86,7 +87,9 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         options = _pop_options(kwargs)
         super().__init__(*args, **kwargs)
-        PolicyClient.upgrade(self.client, options, ClientKind.PRODUCER)
+        txn = kwargs.get("transactional_id")
+        lookups = () if txn is None else (CoordinatorRef.transaction(str(txn)),)
+        PolicyClient.upgrade(self.client, options, ClientKind.PRODUCER, lookups)
 
     @property
     def ledger(self) -> ConnectionLedger:
@@ -101,7 +104,9 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
     def __init__(self, *topics: str, **kwargs: Any) -> None:
         options = _pop_options(kwargs)
         super().__init__(*topics, **kwargs)
-        PolicyClient.upgrade(self._client, options, ClientKind.CONSUMER)
+        group = kwargs.get("group_id")
+        lookups = () if group is None else (CoordinatorRef.group(str(group)),)
+        PolicyClient.upgrade(self._client, options, ClientKind.CONSUMER, lookups)
 
     @property
     def ledger(self) -> ConnectionLedger:

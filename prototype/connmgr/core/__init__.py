@@ -6,18 +6,31 @@ class. What must not: asyncio, sockets, clocks, random number generators, aiokaf
 enforces that by importing these modules with those names blocked.
 """
 
-from connmgr.core.actions import Action, Adopt, Close, CloseReason, Connect, Send, WakeAt
+from connmgr.core.actions import (
+    Action,
+    Adopt,
+    Close,
+    CloseReason,
+    Connect,
+    RefreshMetadata,
+    Reject,
+    RejectReason,
+    Send,
+    WakeAt,
+)
+from connmgr.core.api import Api
 from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef
 from connmgr.core.endpoint import DEFAULT_PORT, Endpoint, parse_bootstrap, parse_endpoint
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
-    Api,
     BootstrapRequested,
     BrokerRequestNeeded,
     ClientClosed,
     ConnectionClosedByPeer,
     ConnectionEstablished,
     ConnectionFailed,
+    CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
     InterestChanged,
@@ -61,7 +74,10 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionKey",
     "ConnectionView",
+    "CoordinatorKind",
+    "CoordinatorLost",
     "CoordinatorNode",
+    "CoordinatorRef",
     "CoordinatorRequestNeeded",
     "Endpoint",
     "Event",
@@ -71,6 +87,9 @@ __all__ = [
     "PolicyConfig",
     "Purpose",
     "RandomSource",
+    "RefreshMetadata",
+    "Reject",
+    "RejectReason",
     "ResponseReceived",
     "Role",
     "Send",

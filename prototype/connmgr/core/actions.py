@@ -57,6 +57,30 @@ class Adopt:
     new_key: ConnectionKey
 
 
+class RejectReason(enum.Enum):
+    BROKER_GONE = "broker_gone"
+    """Metadata newer than the request no longer lists the broker it must reach: the caller
+    re-targets it (a producer re-drains its batch to the new leader, a group member looks its
+    coordinator up again), as it would after NOT_LEADER or NOT_COORDINATOR."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Hand request ``request_id`` back to its caller unsent: the policy can never place it
+    (see :class:`RejectReason`). The driver fails it at once with the client's own retriable
+    error, instead of letting it wait out ``request_timeout_ms``."""
+
+    request_id: int
+    reason: RejectReason
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshMetadata:
+    """A request cannot be placed until metadata names its broker (there is none yet, or the
+    broker is missing from it): fetch metadata now. The policy asks at most once per metadata
+    response; the request stays pending and is placed, or rejected, when the answer comes."""
+
+
 @dataclass(frozen=True, slots=True)
 class WakeAt:
     """Deliver a TimePassed event at ``at_ms`` (or later); replaces any earlier WakeAt."""
@@ -64,4 +88,4 @@ class WakeAt:
     at_ms: float
 
 
-Action = Connect | Send | Close | Adopt | WakeAt
+Action = Connect | Send | Close | Adopt | Reject | RefreshMetadata | WakeAt

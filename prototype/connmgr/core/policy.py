@@ -28,8 +28,20 @@ from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
-from connmgr.core.actions import Action, Adopt, Close, CloseReason, Connect, Send, WakeAt
+from connmgr.core.actions import (
+    Action,
+    Adopt,
+    Close,
+    CloseReason,
+    Connect,
+    RefreshMetadata,
+    Reject,
+    RejectReason,
+    Send,
+    WakeAt,
+)
 from connmgr.core.config import PolicyConfig
+from connmgr.core.coordinator import CoordinatorRef, CoordinatorTable
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
     Api,
@@ -39,6 +51,7 @@ from connmgr.core.events import (
     ConnectionClosedByPeer,
     ConnectionEstablished,
     ConnectionFailed,
+    CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
     InterestChanged,
@@ -86,6 +99,7 @@ class ToBroker:
 @dataclass(frozen=True, slots=True)
 class ToCoordinator:
     broker_id: int
+    coordinator: CoordinatorRef
 
 
 Target = ToBootstrap | ToAnyNode | ToBroker | ToCoordinator
@@ -96,6 +110,9 @@ class Request:
     request_id: int
     api: Api
     target: Target
+    since_md: int = 0
+    """How many metadata responses the policy had when the request arrived: metadata newer
+    than the request that still lacks its broker means the broker is gone (``Reject``)."""
 
 
 # --- connection records ------------------------------------------------------------------
@@ -187,7 +204,8 @@ class Policy(ABC):
         self.rng = rng
         self.metrics = Metrics()
         self.metadata: ClusterMetadata | None = None
-        self.coordinator_id: int | None = None
+        self.coordinators = CoordinatorTable()
+        """Where each coordinator the client talks to is (group, transaction, ...)."""
         self.interest: frozenset[TopicPartition] | None = None
         self.closed = False
         self._conns: dict[int, Connection] = {}
@@ -201,6 +219,8 @@ class Policy(ABC):
         self._now = 0.0
         self._out: list[Action] = []
         self._wake_at: float | None = None
+        self._md_count = 0
+        self._refresh_asked = False
         self.version = 0
         """Bumped whenever connections, metadata, interest or the coordinator change, so
         subclasses can skip work when nothing structural happened."""
@@ -229,21 +249,30 @@ class Policy(ABC):
             case ResponseReceived(request_id):
                 self._complete(request_id)
             case BrokerRequestNeeded(request_id, api, broker_id):
-                self._submit(Request(request_id, api, ToBroker(broker_id)))
+                self._submit(Request(request_id, api, ToBroker(broker_id), self._md_count))
             case AnyNodeRequestNeeded(request_id, api):
                 self._submit(Request(request_id, api, ToAnyNode()))
-            case CoordinatorRequestNeeded(request_id, api, broker_id):
-                if broker_id != self.coordinator_id:
+            case CoordinatorRequestNeeded(request_id, api, broker_id, ref):
+                old = self.coordinators.place(ref, broker_id)
+                if old != broker_id:
                     self.version += 1
-                    old, self.coordinator_id = self.coordinator_id, broker_id
-                    self.on_coordinator_changed(old)
-                self._submit(Request(request_id, api, ToCoordinator(broker_id)))
+                    self.on_coordinator_changed(ref, old)
+                target = ToCoordinator(broker_id, ref)
+                self._submit(Request(request_id, api, target, self._md_count))
+            case CoordinatorLost(ref):
+                old = self.coordinators.forget(ref)
+                if old is not None:
+                    self.version += 1
+                    self.on_coordinator_changed(ref, old)
             case MetadataReceived(request_id, metadata):
                 via = self._placed.get(request_id)
                 self._complete(request_id)
                 old_md, self.metadata = self.metadata, metadata
+                self._md_count += 1
+                self._refresh_asked = False
                 self.version += 1
                 self.on_metadata(old_md, via)
+                self._unqueue_gone_brokers(metadata)
             case BootstrapRequested(request_id):
                 self._submit(Request(request_id, Api.METADATA, ToBootstrap()))
                 self.on_bootstrap()
@@ -277,8 +306,9 @@ class Policy(ABC):
     def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
         """Hook: ``self.metadata`` was replaced; ``via`` carried the response (if known)."""
 
-    def on_coordinator_changed(self, old: int | None) -> None:
-        """Hook: the client now talks to coordinator ``self.coordinator_id``."""
+    def on_coordinator_changed(self, ref: CoordinatorRef, old: int | None) -> None:
+        """Hook: coordinator ``ref`` moved from broker ``old`` (None: newly known) to
+        ``self.coordinators.broker_of(ref)`` (None: no longer known)."""
 
     def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
         """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""
@@ -320,7 +350,7 @@ class Policy(ABC):
         brokers = len(self.metadata.brokers) if self.metadata else 0
         return (
             f"<{type(self).__name__} t={self._now:.0f}ms conns: {summary}; "
-            f"pending={len(self._pending)} brokers={brokers} coordinator={self.coordinator_id}"
+            f"pending={len(self._pending)} brokers={brokers} coordinators={self.coordinators!r}"
             f"{' closed' if self.closed else ''}>"
         )
 
@@ -468,7 +498,24 @@ class Policy(ABC):
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        md = self.metadata
         for request in pending:
+            target = request.target
+            if isinstance(target, ToBroker | ToCoordinator) and (
+                md is None or target.broker_id not in md.by_id
+            ):
+                # Nothing can place it without metadata that names its broker: ask for that
+                # metadata, or, if metadata newer than the request already left the broker
+                # out, hand the request back for the caller to re-target.
+                if md is not None and self._md_count > request.since_md:
+                    self._placed.pop(request.request_id, None)
+                    self._out.append(Reject(request.request_id, RejectReason.BROKER_GONE))
+                    continue
+                self._pending.append(request)
+                if not self._refresh_asked:
+                    self._refresh_asked = True
+                    self._out.append(RefreshMetadata())
+                continue
             conn = self.place(request)
             if conn is None:
                 self._pending.append(request)
@@ -538,6 +585,18 @@ class Policy(ABC):
         self.metrics.on_gone(conn.role, failed=False)
         self._requeue(conn)
         self.on_connection_lost(conn, failed=False)
+
+    def _unqueue_gone_brokers(self, md: ClusterMetadata) -> None:
+        """Requests queued on a connection (not yet sent) to a broker the new metadata no
+        longer lists go back to pending, where they are re-placed or rejected: a dial to a
+        broker that left the cluster must not hold them until ``request_timeout_ms``."""
+        for conn in list(self._conns.values()):
+            broker_id = conn.key.broker_id
+            if conn.waiting and broker_id is not None and broker_id not in md.by_id:
+                waiting, conn.waiting = conn.waiting, []
+                for request in waiting:
+                    self._placed.pop(request.request_id, None)
+                self._pending[:0] = waiting
 
     def _requeue(self, conn: Connection) -> None:
         held = list(conn.in_flight.values()) + conn.waiting

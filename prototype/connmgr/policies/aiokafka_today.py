@@ -6,8 +6,9 @@
   as shared/baseline-behaviour.md B3 says; measured on the embedded cluster
   (tests/embedded/test_observe.py). ``bootstrap_offset`` pins the entry tried first, to
   replay a recorded run.
-* Connections are keyed by ``(node_id, group)``: group DEFAULT for data, COORDINATION for the
-  group coordinator; found by node id alone, whatever the endpoint.
+* Connections are keyed by ``(node_id, group)``: group DEFAULT for data, COORDINATION for
+  every coordinator (group and transaction alike; a transactional ``InitProducerId`` is the
+  exception, on DEFAULT); found by node id alone, whatever the endpoint.
 * Periodic metadata and FindCoordinator go to a **random** known broker, dialled if needed;
   an open connection is not preferred.
 * A connection closes after ``connections_max_idle_ms`` without activity, never while a
@@ -20,6 +21,7 @@ from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
+from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import (
@@ -65,7 +67,11 @@ class AiokafkaTodayPolicy(Policy):
             broker_id, purpose = target.broker_id, Purpose.DATA
         else:
             assert isinstance(target, ToCoordinator)
-            broker_id, purpose = target.broker_id, Purpose.COORDINATION
+            # Every coordinator request goes on the (node, COORDINATION) connection -- the
+            # group's and the transaction's alike, shared when they are on one broker --
+            # except InitProducerId, whose handler uses the DEFAULT group.
+            broker_id = target.broker_id
+            purpose = Purpose.DATA if request.api is Api.INIT_PRODUCER_ID else Purpose.COORDINATION
         conn = self.live_for_node(BrokerNode(broker_id), purpose)
         if conn is not None:
             return conn

@@ -7,7 +7,9 @@
 * Any-node requests (Metadata, FindCoordinator, InitProducerId) go to ``leastLoadedNode``: a
   scan from a random offset that prefers a READY node (fewest in-flight requests), then one
   already CONNECTING, then one it could dial. While one dial is under way it starts no other.
-* The group coordinator is a separate node ``2147483647 - brokerId`` with its own socket.
+* The group coordinator is a separate node ``2147483647 - brokerId`` with its own socket; the
+  transaction coordinator is the broker's own node id (``TransactionManager`` keeps the node
+  FindCoordinator returned), so transactional requests share that broker's connection.
 * A producer fetches metadata right after construction (since 2.2); a consumer on first poll.
   A consumer looks the coordinator up after its first metadata response (measured with
   kafka-clients 4.4.0: by then the bootstrap node is out of the scanned list, so a random broker
@@ -35,6 +37,7 @@ import math
 from typing import ClassVar
 
 from connmgr.core.config import PolicyConfig
+from connmgr.core.coordinator import CoordinatorKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import (
@@ -245,6 +248,10 @@ class JavaTodayPolicy(Policy):
         endpoint = self.metadata.endpoint_of(target.broker_id)
         if endpoint is None:
             return None
+        if target.coordinator.kind is not CoordinatorKind.GROUP:
+            # TransactionManager keeps the node FindCoordinator returned, with its real id:
+            # transactional requests share the broker's ordinary connection.
+            return self.connection_for(BrokerNode(target.broker_id), endpoint, Purpose.DATA)
         return self.connection_for(
             CoordinatorNode(target.broker_id), endpoint, Purpose.COORDINATION
         )

@@ -19,8 +19,11 @@ c. Adopt or close: when metadata arrives, a bootstrap connection becomes broker 
 d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the least-loaded READY
    connection; a dial happens only when none is ready or connecting.
 e. Data requests go to the leader's data connection, dialled on first need.
-f. The group coordinator gets its own coordination connection (group requests must not queue
-   behind long-poll fetches), or shares the data connection with ``share_coordinator``.
+f. Coordinators are plural (a group coordinator, a transaction coordinator, ...), each with its
+   own placement and its own entry among the needed connections. A group coordinator gets
+   its own coordination connection (group requests must not queue behind long-poll fetches),
+   or shares the data connection with ``share_coordinator``; a transaction coordinator's
+   requests go on the data connection to its broker (see :meth:`_coordinator_purpose`).
 g. Prompt close: a connection nothing needs (not a leader in use, not the coordinator, not
    the last connection left for any-node requests, nothing in flight) closes after
    ``linger_ms``, whatever ``connections.max.idle.ms`` says.
@@ -52,6 +55,7 @@ from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
+from connmgr.core.coordinator import CoordinatorKind
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import (
@@ -72,6 +76,10 @@ class ProposedPolicy(Policy):
     name: ClassVar[str] = "proposed"
     summary: ClassVar[str] = "(host, port, id) keys, deferred, adopt-or-close, prompt close"
     library: ClassVar[str] = "aiokafka"
+    find_coordinator_with_first_metadata: ClassVar[bool] = True
+    """The client sends its bootstrap exchange together: the coordinator lookup goes out with
+    the first metadata request, on the same connection (the drop-in client prefetches it;
+    aiokafka alone would wait for the metadata answer first)."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
@@ -82,6 +90,7 @@ class ProposedPolicy(Policy):
         self._deferred: list[Connection] = []
         self._reviewed = -1
         self._leaders_cache: tuple[object, object, frozenset[int]] = (None, None, frozenset())
+        self._coordinator_needs: tuple[int, dict[Purpose, frozenset[int]]] = (-1, {})
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return self.config.warm_up
@@ -100,11 +109,22 @@ class ProposedPolicy(Policy):
         else:
             assert isinstance(target, ToCoordinator)
             broker_id = target.broker_id
-            purpose = Purpose.DATA if self.config.share_coordinator else Purpose.COORDINATION
+            purpose = self._coordinator_purpose(target.coordinator.kind)
         endpoint = md.endpoint_of(broker_id)
         if endpoint is None:
             return None  # not in metadata: the client refreshes it and asks again
         return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+
+    def _coordinator_purpose(self, kind: CoordinatorKind) -> Purpose:
+        """Group requests get a coordination connection of their own (a JoinGroup may wait a
+        whole rebalance on the broker, and a broker serves one request per connection at a
+        time) unless ``share_coordinator``. A transaction coordinator's requests are short
+        and its producer's data connections carry only Produce, so they ride the data
+        connection to that broker -- as the Java client's transaction manager does -- which
+        exists anyway when the broker leads a partition the producer writes."""
+        if kind is CoordinatorKind.GROUP and not self.config.share_coordinator:
+            return Purpose.COORDINATION
+        return Purpose.DATA
 
     def _any_node(self) -> Connection | None:
         general = [c for c in self.records() if c.role is not Role.COORDINATION]
@@ -224,11 +244,22 @@ class ProposedPolicy(Policy):
         if conn.role is Role.BOOTSTRAP:
             return self.metadata is None
         broker_id = conn.key.broker_id
-        if conn.key.purpose is Purpose.COORDINATION:
-            return broker_id == self.coordinator_id
-        if self.config.share_coordinator and broker_id == self.coordinator_id:
-            return True
-        return broker_id in leaders
+        assert broker_id is not None
+        version, wanted = self._coordinator_needs
+        if version != self.version:
+            wanted = self._coordinators_by_purpose()
+            self._coordinator_needs = (self.version, wanted)
+        return broker_id in wanted[conn.key.purpose] or (
+            conn.key.purpose is Purpose.DATA and broker_id in leaders
+        )
+
+    def _coordinators_by_purpose(self) -> dict[Purpose, frozenset[int]]:
+        """For each purpose, the brokers whose connection of that purpose a known
+        coordinator needs (cached per ``version``, which every placement change bumps)."""
+        by_purpose: dict[Purpose, set[int]] = {p: set() for p in Purpose}
+        for ref, broker_id in self.coordinators.items():
+            by_purpose[self._coordinator_purpose(ref.kind)].add(broker_id)
+        return {p: frozenset(ids) for p, ids in by_purpose.items()}
 
     def needed_connections(self) -> frozenset[int]:
         """Ids of the READY connections the policy keeps open now: a leader in use, the

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.events import Api
 from connmgr.core.metadata import ClusterMetadata, TopicPartition
 
@@ -87,8 +88,10 @@ class ClientModel:
         self._md_wanted = False
         bootstrap = self.md is None
         topics: tuple[str, ...] = ()
-        if not (bootstrap and self.sim.policy.library == "aiokafka"):
-            topics = tuple(self.topics)  # aiokafka bootstraps with a topic-less request
+        if not (bootstrap and self.sim.policy.library == "aiokafka" and not self.ops_started):
+            # aiokafka's start() bootstraps with a topic-less request; a client that defers
+            # its bootstrap to the application's first send or poll asks for its topics.
+            topics = tuple(self.topics)
         self.sim.send_metadata(topics, bootstrap=bootstrap)
         if bootstrap and self.sim.policy.pushes_telemetry and not self._telemetry_asked:
             # KIP-714 (kafka-clients >= 3.7): the network client's poll asks some node for
@@ -216,6 +219,7 @@ class ConsumerModel(ClientModel):
     ) -> None:
         super().__init__(sim, topics, timings, first_op_ms=first_op_ms)
         self.group = group
+        self.ref = CoordinatorRef.group(group)
         self.coordinator: int | None = None
         self._joined = False
         self._finding = False
@@ -242,7 +246,7 @@ class ConsumerModel(ClientModel):
 
     def _to_coordinator(self, api: Api) -> None:
         assert self.coordinator is not None
-        self.sim.send_coordinator(api, self.coordinator)
+        self.sim.send_coordinator(api, self.coordinator, self.ref)
 
     def _fetch_all(self) -> None:
         self.send_per_leader(Api.FETCH, self._fetching)
@@ -312,6 +316,7 @@ class ConsumerModel(ClientModel):
         if ok:
             return False
         self.coordinator = None
+        self.sim.coordinator_lost(self.ref)
         self._find_coordinator()
         return True
 

@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from connmgr.core.actions import Adopt, Close, Connect, Send, WakeAt
+from connmgr.core.actions import Adopt, Close, Connect, RefreshMetadata, Reject, Send, WakeAt
 from connmgr.core.config import ClientKind
+from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
     Api,
@@ -25,6 +26,7 @@ from connmgr.core.events import (
     ConnectionClosedByPeer,
     ConnectionEstablished,
     ConnectionFailed,
+    CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
     InterestChanged,
@@ -66,6 +68,7 @@ class SimRequest:
     topics: tuple[str, ...] = ()
     bootstrap: bool = False
     target: str = "any"
+    coordinator: CoordinatorRef | None = None
 
 
 class Simulator:
@@ -145,12 +148,22 @@ class Simulator:
         )
         self.deliver(BrokerRequestNeeded(rid, api, broker_id))
 
-    def send_coordinator(self, api: Api, broker_id: int) -> None:
+    def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> None:
         rid = self._rid()
         self._new_request(
-            SimRequest(rid, api, broker_id, Purpose.COORDINATION, target=f"coordinator:{broker_id}")
+            SimRequest(
+                rid,
+                api,
+                broker_id,
+                Purpose.COORDINATION,
+                target=f"coordinator:{broker_id}",
+                coordinator=coordinator,
+            )
         )
-        self.deliver(CoordinatorRequestNeeded(rid, api, broker_id))
+        self.deliver(CoordinatorRequestNeeded(rid, api, broker_id, coordinator))
+
+    def coordinator_lost(self, coordinator: CoordinatorRef) -> None:
+        self.deliver(CoordinatorLost(coordinator))
 
     def interest(self, partitions: frozenset[TopicPartition]) -> None:
         self.deliver(InterestChanged(partitions))
@@ -174,6 +187,18 @@ class Simulator:
                     self.at(action.at_ms, functools.partial(self._wake, action.at_ms))
             elif isinstance(action, Adopt):
                 self._do_adopt(action.conn_id, action.new_key)
+            # The two below call back into the client, which may feed new events: done after
+            # the actions of this event, as a real client's next loop turn would.
+            elif isinstance(action, Reject):
+                self.at(self.now, functools.partial(self._do_reject, action.request_id))
+            elif isinstance(action, RefreshMetadata):
+                self.at(self.now, self.client.request_metadata)
+
+    def _do_reject(self, rid: int) -> None:
+        """The policy handed a request back unsent: the client re-targets it, as after a
+        NOT_LEADER or NOT_COORDINATOR answer."""
+        req = self._requests.pop(rid)
+        self.client.on_response(req, False)
 
     def _wake(self, at: float) -> None:
         if at == self._wake_at:
@@ -268,9 +293,8 @@ class Simulator:
 
     def _still_right(self, req: SimRequest, backend: int) -> bool:
         """Whether the broker that answered is still the right one (leader, coordinator)."""
-        if req.purpose is Purpose.COORDINATION:
-            group = getattr(self.client, "group", None)
-            return group is None or self.cluster.coordinator(group) == backend
+        if req.coordinator is not None:
+            return self.cluster.coordinator(req.coordinator.key) == backend
         return all(self.cluster.leader(tp) == backend for tp in req.partitions)
 
     def _do_close(self, conn_id: int, reason: str) -> None:
