@@ -51,6 +51,11 @@ def test_the_tables_carry_the_raw_results(small: dict[str, Any]) -> None:
     assert [(r["baseline"], r["steps"], r["result"]) for r in runs] == [
         (r["baseline"], r["steps"], "passed") for r in small["agreement"]
     ]
+    # The cost of prompt close is a column of its own, copied from the raw counts.
+    assert [(r["redials"], r["redial_examples"]) for r in runs] == [
+        (r["redials"], r["redial_examples"]) for r in small["agreement"]
+    ]
+    assert all(r["redials"] >= r["redial_examples"] >= 0 for r in small["agreement"])
     assert mutants[0]["invariant"] == "tight"
     assert mutants[0]["steps"] == small["mutants"][0]["steps"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from connmgr.testing.machines import PairMachine, Step, pair_machine
+from connmgr.testing.machines import PairMachine, Step, pair_machine, redialled
 from connmgr.testing.mutants import (
     EagerDialer,
     IgnoresBudget,
@@ -98,6 +98,8 @@ class _Counter:
     def __init__(self) -> None:
         self.steps = 0
         self.examples = 0
+        self.redials = 0
+        self.redial_examples = 0
 
 
 def _counted(machine: type[PairMachine], counter: _Counter) -> type[PairMachine]:
@@ -108,6 +110,12 @@ def _counted(machine: type[PairMachine], counter: _Counter) -> type[PairMachine]
 
         def teardown(self) -> None:
             counter.examples += 1
+            if self.world is not None:
+                # The price of prompt close, counted rather than excused: connections the
+                # candidate closed as unneeded and dialled again when they were needed.
+                again = redialled(self.candidate)
+                counter.redials += again
+                counter.redial_examples += again > 0
             super().teardown()
 
     Counted.__name__ = machine.__name__
@@ -131,6 +139,12 @@ class AgreementRun:
     failure: str | None
     """The failure message and the shrunk counterexample's world and steps; None = passed."""
     seconds: float
+    redials: int = 0
+    """Connections the candidate re-dialled, summed over the examples, after closing them as
+    unneeded (*never more sockets* allows them: they are the cost of prompt close, which a
+    baseline holding idle sockets for minutes does not pay; reported so that cost shows)."""
+    redial_examples: int = 0
+    """How many examples had at least one such re-dial."""
 
     @property
     def failures(self) -> int:
@@ -159,6 +173,8 @@ def run_agreement(
         counter.steps,
         failure,
         time.perf_counter() - started,
+        counter.redials,
+        counter.redial_examples,
     )
 
 
