@@ -18,7 +18,7 @@ from typing import NoReturn, TextIO
 
 from connmgr.realkafka import KAFKA_VERSION, KafkaCluster, RealKafkaError
 
-__all__ = ["cluster_command", "parse_topic_spec"]
+__all__ = ["cluster_command", "parse_broker_config", "parse_topic_spec"]
 
 _HOLD_POLL_S = 0.5
 
@@ -58,6 +58,23 @@ def parse_topic_spec(spec: str, broker_ids: Sequence[int]) -> tuple[str, list[in
     return name, leaders
 
 
+def parse_broker_config(specs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings -> ``server.properties`` entries; a ValueError says what is wrong.
+
+    A key given twice keeps its last value, as in a properties file.
+    """
+    config: dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or any(c.isspace() for c in key):
+            raise ValueError(
+                f"--broker-config {spec!r}: expected KEY=VALUE, e.g. auto.create.topics.enable=true"
+            )
+        config[key] = value.strip()
+    return config
+
+
 def _parser() -> _Parser:
     parser = _Parser(
         prog="connmgr cluster",
@@ -83,6 +100,17 @@ def _parser() -> _Parser:
         help=(
             "create topic NAME with one partition per LEADER, partition i led by the i-th "
             "broker id listed (repeatable)"
+        ),
+    )
+    parser.add_argument(
+        "--broker-config",
+        dest="broker_config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=(
+            "set a server.properties entry on every node, applied after the defaults "
+            "(repeatable), e.g. --broker-config num.partitions=2"
         ),
     )
     parser.add_argument(
@@ -154,7 +182,8 @@ def cluster_command(args: Sequence[str], *, out: TextIO | None = None) -> int:
     if options.timeout <= 0:
         return _fail(f"--timeout must be > 0, got {options.timeout}")
     try:
-        cluster = KafkaCluster(options.brokers)
+        properties = parse_broker_config(options.broker_config)
+        cluster = KafkaCluster(options.brokers, properties=properties)
         topics = [parse_topic_spec(spec, cluster.broker_ids) for spec in options.topics]
     except (RealKafkaError, ValueError) as exc:
         return _fail(str(exc))

@@ -37,7 +37,7 @@ from connmgr.realkafka import (
     offsets_partition_for,
     resolve_broker_classpath,
 )
-from connmgr.realkafka_cli import cluster_command
+from connmgr.realkafka_cli import cluster_command, parse_broker_config
 
 from .conftest import java_children
 
@@ -522,8 +522,31 @@ def test_cli_usage_errors_return_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "brokers must be an int in 1..9" in capsys.readouterr().err
     assert cluster_command(["--hold", "x"]) == 2
     assert capsys.readouterr().err.startswith("connmgr: error: argument --hold")
+    assert cluster_command(["--broker-config", "num.partitions"]) == 2
+    assert capsys.readouterr().err == (
+        "connmgr: error: --broker-config 'num.partitions': expected KEY=VALUE, "
+        "e.g. auto.create.topics.enable=true\n"
+    )
     assert cluster_command(["--help"]) == 0
-    assert "--topic NAME=LEADER,LEADER,..." in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert "--topic NAME=LEADER,LEADER,..." in help_text
+    assert "--broker-config KEY=VALUE" in help_text
+
+
+def test_broker_config_reaches_every_nodes_properties() -> None:
+    properties = parse_broker_config(
+        ["num.partitions=1", "auto.create.topics.enable = true", "num.partitions=2"]
+    )
+    assert properties == {"num.partitions": "2", "auto.create.topics.enable": "true"}
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        parse_broker_config(["=2"])
+    cluster = KafkaCluster(1, properties=properties)
+    node = realkafka._Node(node_id=1, port=1, controller_port=2, directory=Path("/nonexistent"))
+    cluster._nodes = [node]
+    lines = cluster._server_properties(node).splitlines()
+    assert "num.partitions=2" in lines and "num.partitions=1" not in lines
+    assert "auto.create.topics.enable=true" in lines
+    assert "auto.create.topics.enable=false" not in lines
 
 
 # -- tear-down ----------------------------------------------------------------------------------
