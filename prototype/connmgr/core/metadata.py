@@ -62,6 +62,13 @@ class ClusterMetadata:
             grouped.setdefault(b.endpoint, set()).add(b.broker_id)
         return {ep: frozenset(ids) for ep, ids in grouped.items()}
 
+    def ids_at(self, endpoint: Endpoint) -> frozenset[int]:
+        """The broker ids listed at ``endpoint`` (a scan: a client asks this for its one
+        bootstrap connection, and grouping a thousand brokers would cost more)."""
+        if "ids_by_endpoint" in self.__dict__:
+            return self.ids_by_endpoint.get(endpoint, frozenset())
+        return frozenset(b.broker_id for b in self.brokers if b.endpoint == endpoint)
+
     @cached_property
     def leader_of(self) -> Mapping[TopicPartition, int]:
         return dict(self.leaders)

@@ -208,7 +208,7 @@ class ProposedPolicy(Policy):
         Without one, only ``adopt_unverified`` trusts a host:port metadata gives to exactly
         one broker -- which a proxy that remapped the address since the dial defeats.
         """
-        ids = md.ids_by_endpoint.get(conn.key.endpoint, frozenset())
+        ids = md.ids_at(conn.key.endpoint)
         if conn.confirmed_id is not None:
             return conn.confirmed_id if conn.confirmed_id in ids else None
         if self.config.adopt_unverified and len(ids) == 1:
