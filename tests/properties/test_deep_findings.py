@@ -22,7 +22,7 @@ from __future__ import annotations
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
 from connmgr.sim.simulator import Simulator
-from connmgr.testing.machines import Step, World, check_fewer_sockets
+from connmgr.testing.machines import Step, World, check_fewer_sockets, check_tight
 
 WORLD = World(
     brokers=5,
@@ -79,3 +79,50 @@ def test_both_clients_learn_the_coordinator_before_it_moves() -> None:
 def test_a_coordinator_that_moves_and_returns_costs_no_extra_socket() -> None:
     candidate, baseline = _replay()
     check_fewer_sockets(candidate, baseline)
+
+
+# Found by re-running the deep profile against aiokafka-today after coordinators became
+# plural (a client now tells the policy when it loses its coordinator): the coordination
+# socket was busy with two requests when the coordinator was lost, so the review that the
+# loss brought kept it (busy) without starting its linger, and the last response -- not a
+# structural change -- brought no review: an unneeded socket left open with no deadline.
+# A busy connection whose role is over now lingers from the review that finds it so.
+LOST_WHILE_BUSY = World(
+    brokers=6,
+    client=ClientKind.CONSUMER,
+    leaders=(4,),
+    coordinator=1,
+    shared=True,
+    idle_disabled=False,
+    max_connections=None,
+    confirms_identity=False,
+    bootstrap_count=1,
+    bootstrap_offset=0,
+    seed=0,
+)
+LOST_WHILE_BUSY_STEPS = (
+    Step("add_broker", 7),
+    Step("add_broker", 8),
+    Step("broker_down", 1),
+    Step("broker_up", 1),
+    Step("wait", ms=30_000.0),
+    Step("restore_preferred"),  # the group coordinator returns to broker 1
+    Step("wait", ms=1.0),
+    Step("wait", ms=5_000.0),
+)
+
+
+def test_a_coordinator_lost_while_its_socket_is_busy_still_closes_after_its_linger() -> None:
+    candidate = LOST_WHILE_BUSY.simulator("proposed", candidate=True)
+    baseline = LOST_WHILE_BUSY.simulator("aiokafka-today", candidate=False)
+    for step in LOST_WHILE_BUSY_STEPS:
+        step.apply(candidate)
+        step.apply(baseline)
+        check_tight(candidate)
+        check_fewer_sockets(candidate, baseline)
+    closed = [
+        e.key.broker_id
+        for e in candidate.timeline
+        if e.kind == "close" and e.key.purpose is Purpose.COORDINATION
+    ]
+    assert closed == [2]  # the old coordinator's socket, once its linger ran out

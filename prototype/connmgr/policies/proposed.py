@@ -262,18 +262,25 @@ class ProposedPolicy(Policy):
         return {p: frozenset(ids) for p, ids in by_purpose.items()}
 
     def needed_connections(self) -> frozenset[int]:
-        """Ids of the READY connections the policy keeps open now: a leader in use, the
+        """Ids of the READY connections the policy keeps open now: a leader in use, a
         coordinator, or the last one left for any-node requests; plus any that are busy."""
+        kept, busy = self._needs()
+        return kept | busy
+
+    def _needs(self) -> tuple[frozenset[int], frozenset[int]]:
+        """(kept for their role, busy): the READY connections a role keeps (with the
+        any-node anchor), and those only a request in flight or queued keeps."""
         leaders = self._leaders_in_use()
         ready = [c for c in self.records() if c.state is ConnState.READY]
-        needed = {c.conn_id for c in ready if c.busy or self._needed(c, leaders)}
+        kept = {c.conn_id for c in ready if self._needed(c, leaders)}
+        busy = {c.conn_id for c in ready if c.busy and c.conn_id not in kept}
         general = [c for c in ready if c.role is not Role.COORDINATION]
-        if general and not any(c.conn_id in needed for c in general):
+        if general and not any(c.conn_id in kept or c.conn_id in busy for c in general):
             anchor = max(
                 general, key=lambda c: (c.role is not Role.BOOTSTRAP, c.last_used_ms, c.conn_id)
             )
-            needed.add(anchor.conn_id)
-        return frozenset(needed)
+            kept.add(anchor.conn_id)
+        return frozenset(kept), frozenset(busy)
 
     def _linger_deadline(self, conn: Connection) -> float:
         assert conn.unneeded_since_ms is not None
@@ -293,12 +300,16 @@ class ProposedPolicy(Policy):
             self._dial_deferred()
 
     def _review(self) -> None:
-        needed = self.needed_connections()
+        kept, _ = self._needs()
         self._lingering = []
         for conn in self.records():
-            if conn.state is not ConnState.READY or conn.conn_id in needed:
+            if conn.state is not ConnState.READY or conn.conn_id in kept:
                 conn.unneeded_since_ms = None
                 continue
+            # Unneeded by its role. A busy one is not closed, but it lingers from now: its
+            # last response is not a structural change that would bring a review, so it
+            # must already be on the lingering list when that response comes (found by the
+            # deep profile: a coordinator lost while two of its requests were in flight).
             if conn.unneeded_since_ms is None:
                 conn.unneeded_since_ms = self.now_ms
             if conn.role is Role.BOOTSTRAP and not conn.busy:
