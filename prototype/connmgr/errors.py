@@ -3,6 +3,10 @@
 Misuse (bad configuration, bad input, events out of order) raises at once with a message that
 says what to do. Network and broker failures are *not* errors here: they reach a policy as
 events (``ConnectionFailed``, ``ConnectionClosedByPeer``).
+
+The drop-in aiokafka clients' misuse errors, which are also aiokafka's own exception types
+(``ProducerClosed``, ``ConsumerStoppedError``, ...), are in :mod:`connmgr.aio.errors`: they
+subclass :class:`ClientMisuse`, and this module imports nothing.
 """
 
 from __future__ import annotations

@@ -14,12 +14,33 @@ Which seams are overridden, and why these:
   request itself is then routed as an any-node request whatever id they pass.
 * ``close()`` — the policy's ``ClientClosed`` closes everything it opened.
 * ``_wait_on_metadata()`` — aiokafka's gate before every ``send()``, ``send_batch()`` and
-  ``partitions_for()``: it also reports use before ``start()`` or after ``stop()``, and a
-  bootstrap that never answered, instead of a wrapper around ``send()`` (a wrapper's extra
-  call per record cost 5-8 % of produce throughput at 0 ms RTT).
+  ``partitions_for()``: when metadata lacks the topic it also reports use before ``start()``
+  or after ``stop()``, and a bootstrap that never got metadata, instead of a wrapper around
+  ``send()`` (a wrapper's extra call per record cost 5-8 % of produce throughput at 0 ms RTT).
 
 aiokafka's own idle timer is disabled on our connections (``max_idle_ms=None``): idle expiry
 and prompt close are the policy's. Nothing else of aiokafka changes.
+
+**aiokafka's metadata seams stay seams.** Tests and applications replace
+``AIOKafkaClient._metadata_update`` (aiokafka's own suite does, with
+``mock.patch.object(AIOKafkaClient, "_metadata_update", ...)``) or
+``AIOKafkaClient._wait_on_metadata`` on the class. Our overrides would hide such a
+replacement, so each first checks whether aiokafka's class still holds the function it held
+when this module was imported; if not, the override steps aside and the replacement runs,
+bound exactly as it would be for a stock client (``super()`` lookup). Why not let aiokafka's
+``_metadata_update`` run and place the request in a piece below it instead: the only piece
+below it is ``_get_conn(node_id)``, called with a broker aiokafka already chose at random
+(or with nothing before the first metadata, when it gives up), which is the decision the
+policy exists to make; an any-node Metadata request cannot be expressed there. The policy's
+placement is :meth:`PolicyClient._place_metadata_request`; ``bootstrap()`` calls it directly,
+as stock ``bootstrap()`` sends its Metadata request without ``_metadata_update``.
+
+Class-level replacements of the request-routing methods (``send``, ``ready``, ``_get_conn``,
+``coordinator_lookup``) and of ``bootstrap`` / ``close`` are *not* reached: those methods are
+the policy's. Instance-level patches (``mock.patch.object(client, "send")``, the form
+aiokafka's own tests use for them) work as on a stock client. aiokafka 0.14 has no
+``check_version``; ``force_metadata_update`` and ``fetch_all_metadata`` are aiokafka's own and
+go through ``_metadata_update``, hence through a replacement too.
 """
 
 from __future__ import annotations
@@ -27,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import aiokafka.errors as kafka_errors
@@ -40,6 +62,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
 from connmgr.aio.driver import Lease, NoConnection, PolicyDriver
+from connmgr.aio.errors import ProducerStopped
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef, coordinator_kind
@@ -66,6 +89,23 @@ DIAL_ERRORS: tuple[type[BaseException], ...] = (
     asyncio.TimeoutError,
     kafka_errors.KafkaError,
 )
+
+# aiokafka's own seams as this module found them (see the module docstring): an override of
+# ours runs only while aiokafka's class still holds these very functions.
+AIOKAFKA_METADATA_UPDATE = AIOKafkaClient._metadata_update
+AIOKAFKA_WAIT_ON_METADATA = AIOKafkaClient._wait_on_metadata
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFailure:
+    """Why the last Metadata request the policy placed brought no usable metadata."""
+
+    why: str
+    """What happened, as a clause for the error message (names the server asked)."""
+    answered: bool = False
+    """A server answered, but named no broker. Stock aiokafka's bootstrap accepts such an
+    answer and its sends then end with ``UnknownTopicOrPartitionError``, not a connection
+    error; ours does the same."""
 
 
 def to_cluster_metadata(response: Any, cluster: AioClusterMetadata) -> ClusterMetadata:
@@ -122,6 +162,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._prefetch_refs: tuple[CoordinatorRef, ...] = ()
         self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
+        # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
+        self._metadata_failure: MetadataFailure | None = None
         idle = self._connections_max_idle_ms
         self.policy_config = PolicyConfig(
             bootstrap=parse_bootstrap(self._bootstrap_servers),
@@ -189,8 +231,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
     # --- bootstrap and metadata ----------------------------------------------------------
 
     async def bootstrap(self) -> None:
-        """With ``warm_up``, fetch metadata now (failing if no bootstrap server answers within
-        ``request_timeout_ms``); without, only start the metadata synchronizer: the first
+        """With ``warm_up``, fetch metadata now: ``KafkaConnectionError`` saying why if none
+        comes within ``request_timeout_ms`` (as stock ``bootstrap()``, an answer that names no
+        broker is accepted); without, only start the metadata synchronizer: the first
         metadata request, when the application needs one, dials."""
         self._lifecycle = "running"
         # The start-up exchange goes out together: the coordinator lookups the producer or
@@ -199,12 +242,39 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         # every start, and a coordinator move in between costs a socket).
         for ref in self._prefetch_refs:
             self._prefetched[ref] = create_task(self._find_coordinator(ref))
-        if self.policy_options.warm_up and not await self._metadata_update(self.cluster, []):
-            raise self._no_bootstrap()
+        # The placement itself, not the _metadata_update seam: stock bootstrap() does not go
+        # through _metadata_update either, so a replaced seam changes neither client's start.
+        if self.policy_options.warm_up and not await self._place_metadata_request(self.cluster, []):
+            failure = self._metadata_failure
+            if failure is None or not failure.answered:
+                raise self._no_bootstrap()
         if getattr(self, "_sync_task", None) is None:
             self._sync_task = create_task(self._md_synchronizer())
 
     async def _metadata_update(self, cluster_metadata: AioClusterMetadata, topics: Any) -> bool:
+        """aiokafka's seam for every metadata refresh (the synchronizer, hence
+        ``force_metadata_update()``, and ``fetch_all_metadata()``): updates
+        ``cluster_metadata`` and returns True, or returns False. The policy places the request
+        (:meth:`_place_metadata_request`), unless ``AIOKafkaClient._metadata_update`` was
+        replaced on aiokafka's class: then the replacement runs, as for a stock client."""
+        if AIOKafkaClient._metadata_update is not AIOKAFKA_METADATA_UPDATE:
+            replaced: bool = await super()._metadata_update(cluster_metadata, topics)
+            return replaced
+        return await self._place_metadata_request(cluster_metadata, topics)
+
+    async def _place_metadata_request(
+        self, cluster_metadata: AioClusterMetadata, topics: Any
+    ) -> bool:
+        """One Metadata request for ``topics`` (all topics if empty or None) on the
+        connection the policy chooses; True once ``cluster_metadata`` holds its answer.
+        False, with ``cluster_metadata`` marked failed where aiokafka marks it and the reason
+        kept for :meth:`_no_bootstrap`, when: the client is not started (stock has no broker
+        to ask before ``bootstrap()``), no connection came within ``request_timeout_ms``, the
+        request timed out or failed, or the answer named no broker."""
+        if self._lifecycle == "new":
+            self._metadata_failure = MetadataFailure("the client is not started")
+            cluster_metadata.failed_update(None)
+            return False
         # The topics the application waits for, from the very first request: asking for
         # brokers only (an empty list) would leave the first send waiting one
         # retry_backoff_ms for a second round trip (found by the A/B runs).
@@ -212,46 +282,108 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         try:
             lease = await self._acquire(lambda rid: AnyNodeRequestNeeded(rid, Api.METADATA))
         except kafka_errors.KafkaConnectionError:
+            self._metadata_failure = MetadataFailure(
+                "no bootstrap server could be connected within request_timeout_ms="
+                f"{self._request_timeout_ms} ({self._dial_failures()})"
+            )
             cluster_metadata.failed_update(None)
             return False
+        server = self._endpoint_of(lease.conn_id)
         try:
             response = await lease.conn.send(request)
-        except (TimeoutError, kafka_errors.KafkaError):
+        except TimeoutError:
             self.driver.done(lease)
+            self._metadata_failure = MetadataFailure(
+                f"{server} accepted the connection but did not answer the Metadata request "
+                f"within request_timeout_ms={self._request_timeout_ms}"
+            )
+            cluster_metadata.failed_update(None)
+            return False
+        except kafka_errors.KafkaError as exc:
+            self.driver.done(lease)
+            self._metadata_failure = MetadataFailure(
+                f"the Metadata request to {server} failed: {exc}"
+            )
             cluster_metadata.failed_update(None)
             return False
         if not response.brokers:
+            # As aiokafka: an answer without brokers leaves the metadata as it was, unfailed
+            # (the cluster may still be creating the topic).
             self.driver.done(lease)
+            self._metadata_failure = MetadataFailure(
+                f"{server} answered the Metadata request, but with no broker in it",
+                answered=True,
+            )
             return False
         cluster_metadata.update_metadata(response)
         self.driver.done(lease, to_cluster_metadata(response, cluster_metadata))
+        self._metadata_failure = None
         return True
+
+    def _endpoint_of(self, conn_id: int) -> str:
+        """``host:port`` of the ledger's connection ``conn_id`` (for error messages)."""
+        for entry in reversed(self.ledger.entries):
+            if entry.conn_id == conn_id:
+                return f"{entry.host}:{entry.port}"
+        return "the server"
+
+    def _dial_failures(self) -> str:
+        """The ledger's failed dials, for saying why nothing could be connected."""
+        failed = [e for e in self.ledger.entries if e.kind == "failed"]
+        if not failed:
+            return "no dial completed"
+        last = {f"{e.host}:{e.port}": e.reason for e in failed}  # the latest per server
+        return "; ".join(f"{where}: {why or 'failed'}" for where, why in last.items())
 
     async def _wait_on_metadata(self, topic: str) -> Any:
         """The partitions of ``topic``, as aiokafka's: at once if metadata has them (the path
-        every record takes), else after metadata updates. Raises ``ClientMisuse`` before
-        ``start()`` and after ``stop()``, and ``KafkaConnectionError`` if no bootstrap server
-        answered within ``request_timeout_ms`` (aiokafka would say the topic is unknown)."""
-        if self._lifecycle != "running":
-            raise ClientMisuse(
-                "the client is used before start(): await start() first"
-                if self._lifecycle == "new"
-                else "the client is used after stop(): create and start a new client"
-            )
+        every record takes, also after ``stop()``, where aiokafka's accumulator then refuses
+        the record), else after metadata updates, ``UnknownTopicOrPartitionError`` after
+        ``request_timeout_ms``. Where the topic is missing and stock aiokafka would wait
+        forever (nothing refreshes metadata before ``start()`` or after ``stop()``), raises
+        ``ClientMisuse`` before ``start()`` and, for a producer, ``ProducerStopped`` (a
+        ``ProducerClosed``) after ``stop()``. If no Metadata request ever got usable
+        metadata, the error stock aiokafka would have raised says why: ``KafkaConnectionError``
+        (see :meth:`_no_bootstrap`), or ``UnknownTopicOrPartitionError`` when a server
+        answered without brokers (stock's bootstrap accepts that answer). If
+        ``AIOKafkaClient._wait_on_metadata`` was replaced on aiokafka's class, the
+        replacement runs instead, as for a stock client."""
+        if AIOKafkaClient._wait_on_metadata is not AIOKAFKA_WAIT_ON_METADATA:
+            return await super()._wait_on_metadata(topic)
         partitions = self.cluster.partitions_for_topic(topic)
         if partitions is not None:
             return partitions
+        if self._lifecycle == "new":
+            raise ClientMisuse("the client is used before start(): await start() first")
+        if self._lifecycle == "closed":
+            message = "the client is used after stop(): create and start a new client"
+            if self.client_kind is ClientKind.PRODUCER:
+                raise ProducerStopped(message)
+            raise ClientMisuse(message)
         try:
             return await super()._wait_on_metadata(topic)
         except (kafka_errors.KafkaTimeoutError, kafka_errors.UnknownTopicOrPartitionError) as exc:
-            if self.policy.metadata is not None:
+            # Only our own placement's failures before any metadata mean "no bootstrap": a
+            # replaced _metadata_update that never answers is aiokafka's unknown topic.
+            failure = self._metadata_failure
+            if self.policy.metadata is not None or failure is None:
                 raise
+            if failure.answered:
+                raise kafka_errors.UnknownTopicOrPartitionError(
+                    f"no metadata for topic {topic!r} within request_timeout_ms="
+                    f"{self._request_timeout_ms}: {failure.why}"
+                ) from exc
             raise self._no_bootstrap() from exc
 
     def _no_bootstrap(self) -> kafka_errors.KafkaConnectionError:
+        """aiokafka's error for a bootstrap that got no metadata (``KafkaConnectionError``,
+        "Unable to bootstrap from ..."), saying which of these happened last: no bootstrap
+        server could be connected, a server's Metadata answer did not come within
+        ``request_timeout_ms``, or the request failed (the connection closed, an error)."""
+        failure = self._metadata_failure
+        why = "no Metadata request was answered" if failure is None else failure.why
         return kafka_errors.KafkaConnectionError(
-            f"Unable to bootstrap from {self.bootstrap_text}: no server answered "
-            f"within request_timeout_ms={self._request_timeout_ms}"
+            f"Unable to bootstrap from {self.bootstrap_text}: {why}"
         )
 
     async def coordinator_lookup(self, coordinator_type: Any, coordinator_key: Any) -> int:

@@ -7,9 +7,27 @@ then upgrades that very client object to a :class:`~connmgr.aio.client.PolicyCli
 sender, fetcher and group coordinator aiokafka wired to it use the policy without any aiokafka
 code being copied.
 
-Misuse raises :class:`~connmgr.errors.ClientMisuse` with what to do: starting twice,
-sending or polling before ``start()`` or after ``stop()`` (a producer's sends are checked by
-:meth:`PolicyClient._wait_on_metadata`, so that a record costs no more than in aiokafka).
+Misuse raises what stock aiokafka 0.14 raises in the same case (or, where stock aiokafka
+waits forever, a clear error): our own errors (:mod:`connmgr.aio.errors`) derive from
+aiokafka's exception for the case and from :class:`~connmgr.errors.ClientMisuse`, and say
+what to do (``tests/embedded/test_conformance.py`` runs the same assertions on both):
+
+* producer ``send()`` / ``send_and_wait()`` / ``send_batch()`` after ``stop()``:
+  :class:`~connmgr.aio.errors.ProducerStopped`, a ``ProducerClosed``. While ``stop()`` is
+  flushing, aiokafka's own plain ``ProducerClosed``.
+* producer ``send()`` / ``send_batch()`` / ``partitions_for()`` before ``start()``: plain
+  ``ClientMisuse`` (stock aiokafka waits forever: its metadata task is not running).
+* consumer ``getone()`` / ``getmany()`` / ``async for`` after ``stop()``:
+  :class:`~connmgr.aio.errors.ConsumerStopped`, a ``ConsumerStoppedError`` (so an ``async for``
+  that was running ends, as aiokafka's does); before ``start()``:
+  :class:`~connmgr.aio.errors.ConsumerNotStarted`, an ``AttributeError`` like stock's.
+* ``start()`` twice, after ``stop()`` or after a failed ``start()``:
+  :class:`~connmgr.aio.errors.StartedTwice`, an ``AssertionError`` like stock consumer's.
+
+The producer's checks cost a record nothing: an unknown topic is caught by
+:meth:`PolicyClient._wait_on_metadata` (aiokafka's gate before every send), a known one by
+aiokafka's accumulator, whose refusal after ``stop()`` gets our message (see
+:class:`_StoppedAccumulator`).
 """
 
 from __future__ import annotations
@@ -17,12 +35,13 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.producer.message_accumulator import MessageAccumulator
 
 from connmgr.aio.client import PolicyClient
+from connmgr.aio.errors import ConsumerNotStarted, ConsumerStopped, ProducerStopped, StartedTwice
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
-from connmgr.errors import ClientMisuse
 from connmgr.ledger import ConnectionLedger
 
 POLICY_OPTION_NAMES = (
@@ -46,16 +65,24 @@ def _pop_options(kwargs: dict[str, Any]) -> PolicyOptions:
 
 
 class _Lifecycle:
-    """Start/stop bookkeeping shared by both classes (aiokafka's own checks are asserts)."""
+    """Start/stop bookkeeping shared by both classes (aiokafka keeps none it checks: its
+    consumer asserts on a second start, its producer starts again)."""
 
-    _connmgr_state = "new"
+    _connmgr_state = "new"  # "starting", "running", "failed" (start raised), "stopped"
 
     def _starting(self) -> None:
-        if self._connmgr_state != "new":
-            raise ClientMisuse(
-                f"{type(self).__name__}.start() called twice (state: {self._connmgr_state}); "
-                "create a new client to start again"
-            )
+        """Refuse a second ``start()`` with :class:`StartedTwice` (an ``AssertionError``, as
+        stock ``AIOKafkaConsumer`` raises); else mark the client as starting."""
+        state = self._connmgr_state
+        if state != "new":
+            name = type(self).__name__
+            if state in ("starting", "running"):
+                why = f"{name}.start() called twice (state: {state})"
+            elif state == "failed":
+                why = f"{name}.start() after a failed start()"
+            else:
+                why = f"{name}.start() after stop()"
+            raise StartedTwice(f"{why}: create a new client to start again")
         self._connmgr_state = "starting"
 
     async def start(self) -> None:
@@ -63,8 +90,10 @@ class _Lifecycle:
         try:
             await super().start()  # type: ignore[misc]
         except BaseException:
-            self._connmgr_state = "failed"
+            # Release what the failed start opened (sockets, tasks) at once, rather than
+            # leave it to the application's stop() as aiokafka does.
             await self.stop()
+            self._connmgr_state = "failed"
             raise
         self._connmgr_state = "running"
 
@@ -72,11 +101,18 @@ class _Lifecycle:
         self._connmgr_state = "stopped"
         await super().stop()  # type: ignore[misc]
 
-    def _require_running(self, what: str) -> None:
-        if self._connmgr_state == "stopped":
-            raise ClientMisuse(f"{what} after stop(): create and start a new client")
-        if self._connmgr_state == "new":
-            raise ClientMisuse(f"{what} before start(): await start() first")
+
+class _StoppedAccumulator(MessageAccumulator):  # type: ignore[misc]  # aiokafka is untyped
+    """The accumulator of a stopped :class:`ProposedProducer`: refuses every record as
+    aiokafka's closed accumulator does (``ProducerClosed``), as :class:`ProducerStopped`
+    with a message. The producer switches its accumulator to this class once ``stop()``
+    returns, so a running producer's records never pay for the check."""
+
+    async def add_message(self, *args: Any, **kwargs: Any) -> Any:
+        raise ProducerStopped("send() after stop(): create and start a new producer")
+
+    async def add_batch(self, *args: Any, **kwargs: Any) -> Any:
+        raise ProducerStopped("send_batch() after stop(): create and start a new producer")
 
 
 class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
@@ -90,6 +126,14 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
         txn = kwargs.get("transactional_id")
         lookups = () if txn is None else (CoordinatorRef.transaction(str(txn)),)
         PolicyClient.upgrade(self.client, options, ClientKind.PRODUCER, lookups)
+
+    async def stop(self) -> None:
+        await super().stop()
+        accumulator = self._message_accumulator
+        if type(accumulator) is MessageAccumulator:
+            # aiokafka's accumulator is closed now (stop() closed it first thing); records
+            # sent from here on meet the same refusal, with a message.
+            accumulator.__class__ = _StoppedAccumulator
 
     @property
     def ledger(self) -> ConnectionLedger:
@@ -116,10 +160,31 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
     def client(self) -> PolicyClient:
         return self._client
 
+    def _require_running(self, what: str) -> None:
+        """Raise what stock aiokafka raises for ``what`` before ``start()``
+        (:class:`ConsumerNotStarted`, an ``AttributeError``) or after ``stop()``
+        (:class:`ConsumerStopped`, a ``ConsumerStoppedError``), with what to do instead."""
+        state = self._connmgr_state
+        if state in ("stopped", "failed"):
+            raise ConsumerStopped(f"{what} after stop(): create and start a new consumer")
+        if state == "new":
+            raise ConsumerNotStarted(f"{what} before start(): await start() first")
+
     async def getone(self, *partitions: Any) -> Any:
+        """aiokafka's ``getone()``. Its ``async for`` calls this one, so a consumer stopped
+        between two records ends the loop (``ConsumerStopped`` is ``ConsumerStoppedError``)."""
         self._require_running("getone()")
         return await super().getone(*partitions)
 
     async def getmany(self, *partitions: Any, **kwargs: Any) -> Any:
+        """aiokafka's ``getmany()``, with the errors of :meth:`_require_running`."""
         self._require_running("getmany()")
         return await super().getmany(*partitions, **kwargs)
+
+    def __aiter__(self) -> ProposedConsumer:
+        """As aiokafka's: ``async for`` over a stopped consumer raises at once (ours:
+        :class:`ConsumerStopped`); before ``start()`` the first record raises."""
+        if self._connmgr_state in ("stopped", "failed"):
+            raise ConsumerStopped("async for after stop(): create and start a new consumer")
+        iterator: ProposedConsumer = super().__aiter__()
+        return iterator
