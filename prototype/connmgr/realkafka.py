@@ -53,12 +53,12 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mappin
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Self, TypeVar
+from typing import IO, Any, Final, Literal, Self, TypeVar
 
 import aiokafka.errors as kafka_errors
 import psutil
 from aiokafka.conn import create_conn
-from aiokafka.protocol.admin import CreateTopicsRequest
+from aiokafka.protocol.admin import AlterPartitionReassignmentsRequest, CreateTopicsRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
@@ -68,6 +68,8 @@ from connmgr.errors import ConnMgrError
 
 __all__ = [
     "KAFKA_VERSION",
+    "TRANSACTION_STATE_TOPIC",
+    "CoordinatorKind",
     "KafkaCluster",
     "MissingTool",
     "RealKafkaError",
@@ -92,6 +94,19 @@ MIN_JAVA: Final = 17
 """Kafka 4.x brokers need Java 17 or newer."""
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
+
+CoordinatorKind = Literal["group", "transaction"]
+"""What a coordinator coordinates: a consumer group or a transactional id (as the mock's
+``set_coordinator`` names them)."""
+
+_COORDINATOR_TOPICS: Final[Mapping[str, str]] = {
+    "group": OFFSETS_TOPIC,
+    "transaction": TRANSACTION_STATE_TOPIC,
+}
+"""The internal topic whose partition leader coordinates a key of each kind."""
+_COORDINATOR_KEY_TYPES: Final[Mapping[str, int]] = {"group": 0, "transaction": 1}
+"""FindCoordinator's key_type for each kind."""
 
 _REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 _MAVEN_TIMEOUT_S: Final = 900.0
@@ -1272,6 +1287,202 @@ class KafkaCluster:
         raise RealKafkaError(
             f"none of {prefix}-0..{prefix}-{limit - 1} is coordinated by broker {broker_id}"
         )
+
+    # -- transaction coordinators, and moving a coordinator ---------------------------------------
+    # Kafka places a transactional id as it places a group: TransactionStateManager.partitionFor
+    # is Utils.abs(transactionalId.hashCode()) % transaction.state.log.num.partitions, and the
+    # leader of that __transaction_state partition is the coordinator (so offsets_partition_for
+    # computes both). __transaction_state is created by the first FindCoordinator asking for a
+    # transaction coordinator.
+
+    def find_coordinator(self, kind: CoordinatorKind, key: str, timeout_s: float = 30.0) -> int:
+        """The broker coordinating ``key`` (a group id or a transactional id, by ``kind``).
+
+        Waits out COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR (the
+        internal topic being created or its leader moving) up to ``timeout_s``.
+        """
+        self._require_kind(kind)
+        deadline = time.monotonic() + timeout_s
+        return _run_sync(lambda: self._find_coordinator(kind, key, deadline))
+
+    async def _find_coordinator(self, kind: CoordinatorKind, key: str, deadline: float) -> int:
+        port = self._require_running()[0].port
+        last = "no answer"
+        while True:
+            try:
+                async with _connection(port) as conn:
+                    response = await conn.send(
+                        FindCoordinatorRequest(key, _COORDINATOR_KEY_TYPES[kind])
+                    )
+            except _PROBE_ERRORS as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                code = int(response.error_code)
+                if code == 0:
+                    return int(response.coordinator_id)
+                if code not in _RETRIABLE_COORDINATOR_ERRORS:
+                    raise RealKafkaError(
+                        f"FindCoordinator({kind} {key!r}) failed: {_error_name(code)}"
+                    )
+                last = _error_name(code)
+            if time.monotonic() >= deadline:
+                raise RealKafkaError(f"no coordinator for {kind} {key!r} in time: {last}")
+            await asyncio.sleep(_POLL_S)
+
+    def coordinator_replicas(self, kind: CoordinatorKind) -> dict[int, list[int]]:
+        """Partition -> replicas (preferred leader first) of the internal topic that places
+        keys of ``kind``; creates ``__transaction_state`` first if it does not exist yet."""
+        return _partition_replicas(self._coordinator_metadata(kind)).get(
+            _COORDINATOR_TOPICS[kind], {}
+        )
+
+    def _coordinator_metadata(self, kind: CoordinatorKind) -> dict[str, Any]:
+        self._require_kind(kind)
+        port = self._require_running()[0].port
+        if kind == "transaction":
+            # Any transactional id will do: asking is what creates the topic.
+            self.find_coordinator(kind, "connmgr-create-transaction-state", timeout_s=60.0)
+        return _run_sync(lambda: _metadata(port, [_COORDINATOR_TOPICS[kind]]))
+
+    def key_for_coordinator(
+        self, kind: CoordinatorKind, broker_id: int, prefix: str, limit: int = 1000
+    ) -> str:
+        """The first of ``prefix-0``, ``prefix-1``, ... whose ``kind`` coordinator is
+        ``broker_id``: :meth:`group_for_coordinator` for groups and transactional ids alike.
+
+        Picked by the broker's rule (:func:`offsets_partition_for`, then that partition's
+        leader) and confirmed with FindCoordinator. Raises :class:`RealKafkaError` when
+        ``broker_id`` leads no partition of the internal topic or no name qualifies.
+        """
+        self._node(broker_id)
+        topic = _COORDINATOR_TOPICS[kind]
+        for _attempt in range(3):
+            leaders = self._coordinator_leaders(kind)
+            if broker_id not in leaders.values():
+                raise RealKafkaError(
+                    f"broker {broker_id} leads no {topic} partition (leaders: {leaders}), "
+                    f"so no {kind} key can have it as coordinator"
+                )
+            name = next(
+                (
+                    f"{prefix}-{i}"
+                    for i in range(limit)
+                    if leaders[offsets_partition_for(f"{prefix}-{i}", len(leaders))] == broker_id
+                ),
+                None,
+            )
+            if name is None:
+                break
+            if self.find_coordinator(kind, name) == broker_id:
+                return name
+            # Leadership moved since the metadata was read: read it again.
+        raise RealKafkaError(
+            f"none of {prefix}-0..{prefix}-{limit - 1} has {kind} coordinator {broker_id}"
+        )
+
+    def _coordinator_leaders(self, kind: CoordinatorKind) -> dict[int, int]:
+        metadata = self._coordinator_metadata(kind)
+        return _partition_leaders(metadata).get(_COORDINATOR_TOPICS[kind], {})
+
+    def move_coordinator(
+        self, kind: CoordinatorKind, key: str, broker_id: int, timeout_s: float = 60.0
+    ) -> int:
+        """Make ``broker_id`` the ``kind`` coordinator of ``key``; returns the one before.
+
+        The coordinator is the leader of ``key``'s partition of the internal topic, and every
+        broker holds a replica of it (replication ``min(3, brokers)`` on 3 brokers), so this
+        reorders that partition's replicas to put ``broker_id`` first (a reassignment that
+        moves no data) and asks for a preferred-leader election. The old coordinator
+        resigns and answers NOT_COORDINATOR, the new one loads the partition's state; clients
+        follow as they would after a broker's controlled shutdown. Returns once
+        FindCoordinator names ``broker_id``. Every key on the same partition moves with it:
+        move it back (call again with the returned broker) when the cluster is shared.
+        """
+        self._require_kind(kind)
+        self._node(broker_id)
+        topic = _COORDINATOR_TOPICS[kind]
+        port = self._require_running()[0].port
+        deadline = time.monotonic() + timeout_s
+
+        async def move() -> int:
+            before = await self._find_coordinator(kind, key, deadline)
+            if before == broker_id:
+                return before
+            replicas = _partition_replicas(await _metadata(port, [topic])).get(topic, {})
+            partition = offsets_partition_for(key, len(replicas))
+            current = replicas[partition]
+            if broker_id not in current:
+                raise RealKafkaError(
+                    f"broker {broker_id} holds no replica of {topic}-{partition} ({current})"
+                )
+            target = [broker_id, *(r for r in current if r != broker_id)]
+            await self._reassign(topic, partition, target, deadline)
+            note = ""
+            elect_at = time.monotonic()
+            while True:
+                metadata = await _metadata(port, [topic])
+                view = _partition_replicas(metadata).get(topic, {})
+                leader = _partition_leaders(metadata).get(topic, {})
+                now = time.monotonic()
+                if (
+                    view.get(partition) == target
+                    and leader.get(partition) != broker_id
+                    and now >= elect_at
+                ):
+                    note = await self._elect_preferred(topic, [partition])
+                    elect_at = now + 2.0  # an election takes a moment to show in metadata
+                if leader.get(partition) == broker_id:
+                    found = await self._find_coordinator(kind, key, deadline)
+                    if found == broker_id:
+                        return before
+                if time.monotonic() >= deadline:
+                    raise RealKafkaError(
+                        f"{topic}-{partition} did not move to broker {broker_id} within "
+                        f"{timeout_s}s: replicas {view.get(partition)}, leader "
+                        f"{leader.get(partition)}; last election: {note or 'none'}"
+                    )
+                await asyncio.sleep(_POLL_S)
+
+        return _run_sync(move)
+
+    async def _reassign(
+        self, topic: str, partition: int, replicas: list[int], deadline: float
+    ) -> None:
+        """AlterPartitionReassignments of one partition to ``replicas`` (in that order)."""
+        timeout_ms = max(1000, int((deadline - time.monotonic()) * 1000))
+        async with _connection(self._require_running()[0].port, timeout_ms) as conn:
+            response = await conn.send(
+                AlterPartitionReassignmentsRequest(
+                    timeout_ms, [(topic, [(partition, replicas, {})], {})], {}
+                )
+            )
+        answer = response.to_object()
+        codes = [answer["error_code"]] + [
+            p["error_code"] for t in answer["responses"] for p in t["partitions"]
+        ]
+        failed = [code for code in codes if code]
+        if failed:
+            raise RealKafkaError(
+                f"reassigning {topic}-{partition} to {replicas} failed: "
+                + ", ".join(_error_name(code) for code in failed)
+                + (f" ({answer['error_message']})" if answer.get("error_message") else "")
+            )
+
+    def _require_kind(self, kind: object) -> None:
+        if kind not in _COORDINATOR_TOPICS:
+            raise RealKafkaError(f"kind must be one of {sorted(_COORDINATOR_TOPICS)}, got {kind!r}")
+
+
+def _partition_replicas(metadata: Mapping[str, Any]) -> dict[str, dict[int, list[int]]]:
+    """Topic -> partition -> replica ids (preferred leader first) from a Metadata response."""
+    result: dict[str, dict[int, list[int]]] = {}
+    for topic in metadata["topics"]:
+        if topic["error_code"]:
+            continue
+        result[topic["topic"]] = {
+            int(p["partition"]): [int(r) for r in p["replicas"]] for p in topic["partitions"]
+        }
+    return result
 
 
 def _partition_leaders(metadata: Mapping[str, Any]) -> dict[str, dict[int, int]]:
