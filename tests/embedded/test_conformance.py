@@ -38,7 +38,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 from aiokafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 from connmgr.aio import ProposedConsumer, ProposedProducer
-from connmgr.aio.errors import ConsumerNotStarted, ConsumerStopped, ProducerStopped
+from connmgr.aio.errors import ClientStopped, ConsumerNotStarted, ConsumerStopped, ProducerStopped
 from connmgr.embedded import MockCluster
 from connmgr.errors import ClientMisuse
 
@@ -602,3 +602,52 @@ def test_bootstrap_without_metadata(
         else contextlib.nullcontext()
     ):
         run(main())
+
+
+# --- requests after stop(), and a handshake that times out ------------------------------------
+
+
+def test_requests_after_stop_fail_at_once_with_a_kafka_error(cluster: MockCluster) -> None:
+    # Stock aiokafka dials again after stop() and answers (a socket it never closes); ours
+    # refuses with a non-retriable KafkaError -- a retriable one made commit() retry forever.
+    async def main() -> None:
+        tp = TopicPartition(TOPIC, 0)
+        consumer = ProposedConsumer(
+            bootstrap_servers=server(cluster), group_id="after-stop", enable_auto_commit=False
+        )
+        await consumer.start()
+        consumer.assign([tp])
+        await consumer.commit({tp: 1})
+        await consumer.stop()
+        calls = (
+            consumer.commit({tp: 2}),
+            consumer.committed(tp),
+            consumer.end_offsets([tp]),
+            consumer.beginning_offsets([tp]),
+            consumer.offsets_for_times({tp: 0}),
+            consumer.topics(),
+        )
+        for call in calls:
+            with pytest.raises(KafkaError) as caught:
+                await asyncio.wait_for(call, 10)
+            assert isinstance(caught.value, ClientStopped) and not caught.value.retriable
+
+    run(main())
+
+
+def test_a_handshake_that_times_out_is_a_failed_dial_not_a_peer_close(
+    cluster: MockCluster,
+) -> None:
+    # aiokafka closes a connection whose ApiVersions exchange timed out before returning it;
+    # that close used to reach the policy as "closed by the peer" for a connection still
+    # dialling, which its state table refuses (InvalidTransition).
+    async def main() -> None:
+        cluster.set_rtt_all(3_000)
+        producer = ProposedProducer(
+            bootstrap_servers=server(cluster), warm_up=True, request_timeout_ms=1_000
+        )
+        with pytest.raises(KafkaConnectionError, match="request_timeout_ms=1000"):
+            await producer.start()
+        assert producer.ledger.open_now() == []
+
+    run(main())

@@ -62,7 +62,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
 from connmgr.aio.driver import Lease, NoConnection, PolicyDriver
-from connmgr.aio.errors import ProducerStopped
+from connmgr.aio.errors import ClientStopped, ProducerStopped
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef, coordinator_kind
@@ -108,11 +108,25 @@ class MetadataFailure:
     error; ours does the same."""
 
 
-def to_cluster_metadata(response: Any, cluster: AioClusterMetadata) -> ClusterMetadata:
-    """Our metadata value from an aiokafka metadata response already applied to ``cluster``."""
-    brokers = sorted(
-        BrokerInfo(b.nodeId, Endpoint(b.host, b.port), b.rack) for b in cluster.brokers()
-    )
+def to_cluster_metadata(
+    response: Any,
+    cluster: AioClusterMetadata,
+    known: dict[tuple[int, str, int, str | None], BrokerInfo] | None = None,
+) -> ClusterMetadata:
+    """Our metadata value from an aiokafka metadata response already applied to ``cluster``.
+
+    ``known`` caches broker values between responses (a client's brokers rarely change, and
+    building a thousand endpoints is most of the cost: this runs on the path to the first
+    record). Brokers are ordered by id (a sort key, not dataclass comparisons, for speed).
+    """
+    cache = {} if known is None else known
+    brokers: list[BrokerInfo] = []
+    for b in sorted(cluster.brokers(), key=_node_id):
+        seen = (b.nodeId, b.host, b.port, b.rack)
+        info = cache.get(seen)
+        if info is None:
+            info = cache[seen] = BrokerInfo(b.nodeId, Endpoint(b.host, b.port), b.rack)
+        brokers.append(info)
     leaders: dict[TopicPartition, int] = {}
     for topic in cluster.topics(exclude_internal_topics=False):
         for partition in sorted(cluster.partitions_for_topic(topic) or ()):
@@ -120,6 +134,11 @@ def to_cluster_metadata(response: Any, cluster: AioClusterMetadata) -> ClusterMe
             if leader is not None and leader >= 0:
                 leaders[TopicPartition(topic, partition)] = leader
     return ClusterMetadata.build(getattr(response, "cluster_id", None), brokers, leaders)
+
+
+def _node_id(broker: Any) -> int:
+    node_id: int = broker.nodeId
+    return node_id
 
 
 class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
@@ -160,6 +179,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._coordinator_refs: dict[CoordinatorKind, CoordinatorRef] = {}
         self._coordinator_at: dict[int, CoordinatorRef] = {}
         self._prefetch_refs: tuple[CoordinatorRef, ...] = ()
+        self._broker_values: dict[tuple[int, str, int, str | None], BrokerInfo] = {}
         self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
         # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
@@ -316,7 +336,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             )
             return False
         cluster_metadata.update_metadata(response)
-        self.driver.done(lease, to_cluster_metadata(response, cluster_metadata))
+        self.driver.done(
+            lease, to_cluster_metadata(response, cluster_metadata, self._broker_values)
+        )
         self._metadata_failure = None
         return True
 
@@ -474,6 +496,11 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             raise kafka_errors.NodeNotReadyError(f"broker {node_id} is not in current metadata")
 
     async def _send_on(self, make_event: Any, request: Any) -> Any:
+        if self._lifecycle == "closed":
+            raise ClientStopped(
+                f"{type(request).__name__} after stop(): the client's connections are closed; "
+                "create and start a new client"
+            )
         try:
             lease = await self._acquire(make_event)
         except kafka_errors.KafkaConnectionError as exc:

@@ -268,6 +268,12 @@ class PolicyDriver:
     def _on_close(self, conn_id: int, reason: Any) -> None:
         if conn_id in self._closed_by_us or self.closed:
             return
+        if conn_id not in self._conns:
+            # Closed during its own dial (aiokafka closes a connection whose ApiVersions
+            # handshake failed or timed out before returning it): the dial raises, and
+            # _connect reports that as ConnectionFailed. The connection was never
+            # established, so it cannot be "closed by the peer".
+            return
         self._conns.pop(conn_id, None)
         self.ledger.closed(self.now_ms, conn_id, f"peer:{getattr(reason, 'name', reason)}")
         # Requests leased on it fail to their callers (aiokafka raises): withdraw them so the

@@ -38,7 +38,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.producer.message_accumulator import MessageAccumulator
 
 from connmgr.aio.client import PolicyClient
-from connmgr.aio.errors import ConsumerNotStarted, ConsumerStopped, ProducerStopped, StartedTwice
+from connmgr.aio.errors import (
+    ClientStopped,
+    ConsumerNotStarted,
+    ConsumerStopped,
+    ProducerStopped,
+    StartedTwice,
+)
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
@@ -180,6 +186,39 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
         """aiokafka's ``getmany()``, with the errors of :meth:`_require_running`."""
         self._require_running("getmany()")
         return await super().getmany(*partitions, **kwargs)
+
+    # Requests after stop(): stock aiokafka dials again and answers, leaving a socket the
+    # stopped consumer never closes; ours refuses with ClientStopped, a non-retriable
+    # KafkaError (checked here, before aiokafka marks its coordinator dead on the refusal and
+    # then waits forever for a coordinator a stopped consumer never looks up).
+
+    def _refuse_after_stop(self, what: str) -> None:
+        if self._connmgr_state == "stopped":
+            raise ClientStopped(f"{what} after stop(): create and start a new consumer")
+
+    async def commit(self, offsets: Any = None) -> None:
+        self._refuse_after_stop("commit()")
+        await super().commit(offsets)
+
+    async def committed(self, partition: Any) -> Any:
+        self._refuse_after_stop("committed()")
+        return await super().committed(partition)
+
+    async def beginning_offsets(self, partitions: Any) -> Any:
+        self._refuse_after_stop("beginning_offsets()")
+        return await super().beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Any) -> Any:
+        self._refuse_after_stop("end_offsets()")
+        return await super().end_offsets(partitions)
+
+    async def offsets_for_times(self, timestamps: Any) -> Any:
+        self._refuse_after_stop("offsets_for_times()")
+        return await super().offsets_for_times(timestamps)
+
+    async def topics(self) -> Any:
+        self._refuse_after_stop("topics()")
+        return await super().topics()
 
     def __aiter__(self) -> ProposedConsumer:
         """As aiokafka's: ``async for`` over a stopped consumer raises at once (ours:

@@ -14,7 +14,7 @@ One difference remains by construction: ``ClientMisuse`` is a ``RuntimeError``, 
 
 from __future__ import annotations
 
-from aiokafka.errors import ConsumerStoppedError, ProducerClosed
+from aiokafka.errors import ConsumerStoppedError, KafkaError, ProducerClosed
 
 from connmgr.errors import ClientMisuse
 
@@ -43,3 +43,12 @@ class StartedTwice(ClientMisuse, AssertionError):
     ``AIOKafkaConsumer`` asserts (``AssertionError: Did you call `start` twice?``), so ours is
     an ``AssertionError`` too; stock ``AIOKafkaProducer`` silently starts a second time (a
     stopped producer then still refuses every record), where ours refuses at once."""
+
+
+class ClientStopped(KafkaError, ClientMisuse):  # type: ignore[misc]
+    """A request (``commit()``, ``committed()``, ``end_offsets()``, ...) made after
+    ``stop()``. Stock aiokafka dials again and answers (leaking a socket the stopped client
+    never closes); a drop-in client has closed its connection manager, so it refuses, with a
+    *non-retriable* ``KafkaError``: a retriable one made aiokafka's commit loop retry forever."""
+
+    retriable = False
