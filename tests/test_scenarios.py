@@ -20,14 +20,20 @@ def run(scenario: str, policy: str, **settings: str) -> RunResult:
     return simulate(scenario, policy, settings)
 
 
-def expected_needed(scenario: str) -> set[tuple[int | None, str]]:
+def expected_needed(scenario: str, **settings: str) -> set[tuple[int | None, str]]:
     """(broker, role) of the connections a client of ``scenario`` still needs at the end:
-    the leaders of its partitions and, for a group member, the coordinator."""
-    spec, _, _ = prepare(scenario)
+    the leaders of its partitions and, for a group member, the coordinator; for a
+    transactional producer, its transaction coordinator (on the data connection to that
+    broker) and, committing a group's offsets, that group's coordinator."""
+    spec, _, _ = prepare(scenario, settings)
     cluster = spec.cluster
     needed = {(cluster.leader(tp), "data") for tp in cluster.partitions(spec.topics)}
     if spec.group is not None:
         needed.add((cluster.coordinator(spec.group), "coordination"))
+    if spec.transactional_id is not None:
+        needed.add((cluster.txn_coordinator(spec.transactional_id), "data"))
+    if spec.offsets_group is not None:  # a producer's TxnOffsetCommit rides a data connection
+        needed.add((cluster.coordinator(spec.offsets_group), "data"))
     return needed
 
 

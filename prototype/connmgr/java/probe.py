@@ -68,6 +68,7 @@ __all__ = [
     "LogAccount",
     "PhaseReport",
     "ProbeBuild",
+    "TransactionPlan",
     "build_ledger",
     "build_probe",
     "cache_dir",
@@ -709,6 +710,35 @@ def default_extra(version: str, client: Client) -> dict[str, str]:
     return {}
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionPlan:
+    """A transactional producer run: ``transactions`` transactions of ``transactional_id``,
+    one starting every ``interval_ms`` (counted from the client's construction); with
+    ``offsets_group``, each also commits an offset of partition 0 of ``offsets_topic`` for that
+    group (sendOffsetsToTransaction: the producer side of consume-transform-produce)."""
+
+    transactional_id: str
+    transactions: int = 1
+    interval_ms: int = 0
+    offsets_group: str | None = None
+    offsets_topic: str | None = None
+
+    def probe_args(self) -> list[str]:
+        args = [
+            "--transactional-id",
+            self.transactional_id,
+            "--transactions",
+            str(self.transactions),
+            "--txn-interval-ms",
+            str(self.interval_ms),
+        ]
+        if self.offsets_group is not None:
+            if self.offsets_topic is None:
+                raise ConnMgrError("a transaction plan with offsets_group needs offsets_topic")
+            args += ["--offsets-group", self.offsets_group, "--offsets-topic", self.offsets_topic]
+        return args
+
+
 class _Lines:
     """The probe's stdout, line by line, read on a thread so waits can time out."""
 
@@ -757,6 +787,7 @@ def run_probe(
     log_level: Literal["TRACE", "DEBUG", "INFO"] = "TRACE",
     timeout_s: float = 120.0,
     verify: bool = False,
+    transaction: TransactionPlan | None = None,
 ) -> JavaRun[T]:
     """Run the probe once and account for its connections.
 
@@ -765,7 +796,8 @@ def run_probe(
     ``partitions`` partitions of ``topic``, acks=all; consumer: group ``group`` reads ``records``
     records and commits), waits for its steady line (after ``settle_ms``), calls
     ``sample(pid)`` -- the caller's look at the JVM, e.g. :func:`kernel_sampler` -- then lets
-    the probe close the client and waits for it to exit. ``extra`` settings are passed to the
+    the probe close the client and waits for it to exit. With ``transaction`` the producer is
+    transactional (see :class:`TransactionPlan`). ``extra`` settings are passed to the
     client as they are (see :func:`default_extra`). The log goes to ``log_path`` (default: a
     new temporary directory), at ``log_level`` for NetworkClient and WARN for everything else.
 
@@ -779,6 +811,8 @@ def run_probe(
         raise ConnMgrError(f"client must be 'producer' or 'consumer', got {client!r}")
     if client == "consumer" and not group:
         raise ConnMgrError("a consumer run needs a group")
+    if transaction is not None and client != "producer":
+        raise ConnMgrError("only a producer can be transactional")
     if log_path is None:
         log_path = Path(tempfile.mkdtemp(prefix="connmgr-java-probe-")) / f"{client}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -813,6 +847,8 @@ def run_probe(
     ]
     if group:
         args += ["--group", group]
+    if transaction is not None:
+        args += transaction.probe_args()
     for key, value in (extra or {}).items():
         args += ["--extra", f"{key}={value}"]
 

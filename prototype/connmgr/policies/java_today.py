@@ -7,9 +7,11 @@
 * Any-node requests (Metadata, FindCoordinator, InitProducerId) go to ``leastLoadedNode``: a
   scan from a random offset that prefers a READY node (fewest in-flight requests), then one
   already CONNECTING, then one it could dial. While one dial is under way it starts no other.
-* The group coordinator is a separate node ``2147483647 - brokerId`` with its own socket; the
-  transaction coordinator is the broker's own node id (``TransactionManager`` keeps the node
-  FindCoordinator returned), so transactional requests share that broker's connection.
+* The consumer's group coordinator is a separate node ``2147483647 - brokerId`` with its own
+  socket; the producer's ``TransactionManager`` keeps the node FindCoordinator returned with
+  its real id, for the transaction coordinator and for the group coordinator of
+  ``sendOffsetsToTransaction`` alike, so its transactional requests and its TxnOffsetCommit
+  share that broker's ordinary connection.
 * A producer fetches metadata right after construction (since 2.2); a consumer on first poll.
   A consumer looks the coordinator up after its first metadata response (measured with
   kafka-clients 4.4.0: by then the bootstrap node is out of the scanned list, so a random broker
@@ -62,6 +64,13 @@ from connmgr.core.state import ConnState
 
 POLL_LOOP_APIS = frozenset({Api.INIT_PRODUCER_ID, Api.GET_TELEMETRY_SUBSCRIPTIONS})
 """Any-node requests whose caller re-picks a node on every poll loop until it can send."""
+
+TXN_MANAGER_APIS = frozenset({Api.TXN_OFFSET_COMMIT})
+"""Group-coordinator requests the producer's TransactionManager sends, not the consumer's
+coordinator: they go to the node FindCoordinator named, by its real id (TransactionManager
+``FindCoordinatorHandler``: ``consumerGroupCoordinator = new Node(nodeId, host, port)``;
+measured with kafka-clients 4.4.0: TxnOffsetCommit on the group coordinator's broker
+connection, no ``2147483647 - id`` node)."""
 
 POLL_LOOP_MS = 0.01
 """How soon the next poll loop runs, for picks dialled there (any positive value will do)."""
@@ -195,14 +204,42 @@ class JavaTodayPolicy(Policy):
         may_send = choice is not None or not recorded
         if choice is None:
             choice = self.least_loaded_node()
+        existed = choice is not None and self.live_for_node(choice[0], Purpose.DATA) is not None
         conn = None if choice is None else self.connection_for(*choice, Purpose.DATA)
         if may_send and conn is not None and conn.state is ConnState.READY:
             self._looping.pop(request.request_id, None)
             return conn
+        if recorded and may_send and existed:
+            self._telemetry_detour()  # a turn after the one that dialled its own node
         # With no node to pick (all in reconnect backoff) the real loop blocks in poll until
         # one is; so does this one: it re-picks at the next event rather than spinning.
         self._looping[request.request_id] = self.now_ms if choice is not None else -math.inf
         return None
+
+    def _telemetry_detour(self) -> None:
+        """The telemetry sender's loop while its recorded node cannot take the request yet.
+
+        The real loop asks ``leastLoadedNode`` again on every turn; when its node is not
+        sendable (still in its ApiVersions handshake, or writing another request) and no other
+        node is, it dials the pick with no active connection -- measured with kafka-clients
+        4.4.0 on the transactional producers: in about a third of the runs the loop dialled a
+        random broker ("Initialize connection to node N for sending telemetry request") right
+        after its own node had taken the InitProducerId request, and then sent on its own node
+        anyway. The model has no write window, so the record says whether that happened: when
+        the next recorded pick is the telemetry node itself (dialled by this loop) and the one
+        after it a known node the model has no connection to, that one is dialled too.
+        """
+        replay = self.config.replay_choices
+        at = self._replayed
+        if at + 1 >= len(replay) or replay[at] != self.config.replay_telemetry[0]:
+            return
+        own, detour = self._known_node(replay[at]), self._known_node(replay[at + 1])
+        if own is None or self.live_for_node(own[0], Purpose.DATA) is None:
+            return  # not this loop's dial (yet)
+        if detour is None or self.live_for_node(detour[0], Purpose.DATA) is not None:
+            return
+        self._replayed += 2
+        self.connection_for(*detour, Purpose.DATA)
 
     # --- placement -----------------------------------------------------------------------
 
@@ -248,9 +285,11 @@ class JavaTodayPolicy(Policy):
         endpoint = self.metadata.endpoint_of(target.broker_id)
         if endpoint is None:
             return None
-        if target.coordinator.kind is not CoordinatorKind.GROUP:
-            # TransactionManager keeps the node FindCoordinator returned, with its real id:
-            # transactional requests share the broker's ordinary connection.
+        if target.coordinator.kind is not CoordinatorKind.GROUP or request.api in TXN_MANAGER_APIS:
+            # TransactionManager keeps the node FindCoordinator returned, with its real id,
+            # for both kinds it looks up: transactional requests, and a producer's
+            # TxnOffsetCommit to its group's coordinator, share the broker's ordinary
+            # connection.
             return self.connection_for(BrokerNode(target.broker_id), endpoint, Purpose.DATA)
         return self.connection_for(
             CoordinatorNode(target.broker_id), endpoint, Purpose.COORDINATION

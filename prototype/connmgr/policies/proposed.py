@@ -20,9 +20,9 @@ d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the least
    connection; a dial happens only when none is ready or connecting.
 e. Data requests go to the leader's data connection, dialled on first need.
 f. Coordinators are plural (a group coordinator, a transaction coordinator, ...), each with its
-   own placement and its own entry among the needed connections. A group coordinator gets
+   own placement and its own entry among the needed connections. A consumer's group coordinator gets
    its own coordination connection (group requests must not queue behind long-poll fetches),
-   or shares the data connection with ``share_coordinator``; a transaction coordinator's
+   or shares the data connection with ``share_coordinator``; a producer's coordinator
    requests go on the data connection to its broker (see :meth:`_coordinator_purpose`).
 g. Prompt close: a connection nothing needs (not a leader in use, not the coordinator, not
    the last connection left for any-node requests, nothing in flight) closes after
@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
-from connmgr.core.config import PolicyConfig
+from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.coordinator import CoordinatorKind
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
@@ -121,8 +121,15 @@ class ProposedPolicy(Policy):
         time) unless ``share_coordinator``. A transaction coordinator's requests are short
         and its producer's data connections carry only Produce, so they ride the data
         connection to that broker -- as the Java client's transaction manager does -- which
-        exists anyway when the broker leads a partition the producer writes."""
-        if kind is CoordinatorKind.GROUP and not self.config.share_coordinator:
+        exists anyway when the broker leads a partition the producer writes. A producer's
+        group requests (``TxnOffsetCommit`` in a consume-transform-produce loop) are as short
+        and wait behind no long poll, so they ride the data connection too: with both
+        coordinators on one broker the producer holds one socket there, not two."""
+        if (
+            kind is CoordinatorKind.GROUP
+            and self.config.client is ClientKind.CONSUMER
+            and not self.config.share_coordinator
+        ):
             return Purpose.COORDINATION
         return Purpose.DATA
 

@@ -28,6 +28,11 @@ class ClusterBackend(Protocol):
         """A group name (``group`` if possible) whose coordinator is ``broker_id``."""
         ...
 
+    def transaction_coordinated_by(self, transactional_id: str, broker_id: int) -> str:
+        """A transactional id (``transactional_id`` if possible) whose transaction
+        coordinator is ``broker_id``."""
+        ...
+
     def set_rtt(self, rtt_ms: float) -> None: ...
 
     def clear_requests(self) -> None: ...
@@ -57,6 +62,10 @@ class MockBackend:
     def group_coordinated_by(self, group: str, broker_id: int) -> str:
         self.cluster.set_coordinator("group", group, broker_id)
         return group
+
+    def transaction_coordinated_by(self, transactional_id: str, broker_id: int) -> str:
+        self.cluster.set_coordinator("transaction", transactional_id, broker_id)
+        return transactional_id
 
     def set_rtt(self, rtt_ms: float) -> None:
         self.cluster.set_rtt_all(int(rtt_ms))
@@ -100,6 +109,16 @@ class KafkaBackend:
     def group_coordinated_by(self, group: str, broker_id: int) -> str:
         name: str = self.cluster.group_for_coordinator(broker_id, prefix=group)
         return name
+
+    def transaction_coordinated_by(self, transactional_id: str, broker_id: int) -> str:
+        from connmgr.errors import ConfigError
+
+        # A transactional id's coordinator is the leader of its __transaction_state
+        # partition; connmgr.realkafka has no search for such an id (yet).
+        raise ConfigError(
+            "transactional scenarios cannot be placed on a real Kafka cluster yet; "
+            "use the embedded cluster"
+        )
 
     def set_rtt(self, rtt_ms: float) -> None:
         from connmgr.errors import ConfigError

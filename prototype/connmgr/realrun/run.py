@@ -9,6 +9,7 @@ simulator runs when a real run is compared with the model.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -19,11 +20,13 @@ from connmgr.aio.dropin import POLICY_OPTION_NAMES
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import Role
+from connmgr.core.policy import Policy
 from connmgr.embedded import MockCluster
 from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger
 from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
+from connmgr.realrun.transactional import early_leader_dials, run_txn_producer
 from connmgr.realrun.workloads import (
     java_needs_compat,
     produce_fixture,
@@ -36,9 +39,16 @@ from connmgr.sim.run import prepare, run_spec
 from connmgr.sim.scenarios import ScenarioSpec, on_cluster
 
 CLIENTS = ("aiokafka", "proposed", "java")
-RUN_OPTIONS: dict[str, int] = {"records": 300, "settle_ms": 4_000, "idempotent": 0}
+RUN_OPTIONS: dict[str, int] = {
+    "records": 300,
+    "settle_ms": 4_000,
+    "idempotent": 0,
+    "transactions": 3,
+}
 """Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
-workload before measuring the steady state, and whether the producer is idempotent."""
+workload before measuring the steady state, whether the producer is idempotent, and how
+many transactions a transactional producer splits its records into (one starting every
+``txn_interval_ms``, a scenario parameter)."""
 STOCK_OPTIONS = frozenset({"connections_max_idle_ms", "bootstrap_offset"})
 
 
@@ -98,7 +108,9 @@ class RealRun:
         )
         return data
 
-    def simulate(self, policy: str, extra: Mapping[str, str] | None = None) -> RunResult:
+    def simulate(
+        self, policy: str | type[Policy], extra: Mapping[str, str] | None = None
+    ) -> RunResult:
         """The simulator's run of ``policy`` on this run's relabelled topology and duration."""
         spec = self.spec
         duration = max(self.wall_s * 1000.0, 1.0)
@@ -238,10 +250,18 @@ def place_scenario(
     _, idmap = on_cluster(spec, endpoints, seed=seed)
     topics = {t: unique_name(t) if backend.shared else t for t in spec.cluster.topics}
     group = None
-    if spec.group is not None:
-        wanted = unique_name(spec.group) if backend.shared else spec.group
-        group = backend.group_coordinated_by(wanted, idmap[spec.cluster.coordinator(spec.group)])
-    real_spec, idmap = on_cluster(spec, endpoints, seed=seed, topics=topics, group=group)
+    group_name = spec.group or spec.offsets_group  # a consumer's, or a ctp producer's
+    if group_name is not None:
+        wanted = unique_name(group_name) if backend.shared else group_name
+        group = backend.group_coordinated_by(wanted, idmap[spec.cluster.coordinator(group_name)])
+    txn = None
+    if spec.transactional_id is not None:
+        wanted = unique_name(spec.transactional_id) if backend.shared else spec.transactional_id
+        at = idmap[spec.cluster.txn_coordinator(spec.transactional_id)]
+        txn = backend.transaction_coordinated_by(wanted, at)
+    real_spec, idmap = on_cluster(
+        spec, endpoints, seed=seed, topics=topics, group=group, transactional_id=txn
+    )
     for topic, leaders in real_spec.cluster.topics.items():
         backend.create_topic_with_leaders(topic, leaders)
     rtt = spec.cluster.brokers[min(spec.cluster.brokers)].rtt_ms
@@ -268,6 +288,16 @@ async def _run_on(backend: ClusterBackend, plan: RunPlan) -> RealRun:
     started = time.perf_counter()
     if plan.kafka_clients is not None:
         await run_java(run, backend, bootstrap, plan.options, plan.kafka_clients, plan.verify)
+        if real_spec.offsets_group is not None and run.java_log is not None:
+            cluster = real_spec.cluster
+            leaders = {cluster.leader(tp) for tp in cluster.partitions(real_spec.topics)}
+            with open(run.java_log) as log:
+                early = early_leader_dials(log, leaders)
+            run.spec = dataclasses.replace(run.spec, early_leader_dials=early)
+    elif real_spec.transactional_id is not None:
+        await run_txn_producer(
+            run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify
+        )
     elif real_spec.client is ClientKind.PRODUCER:
         await run_producer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
     else:

@@ -22,7 +22,7 @@ from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedPr
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.config import ClientKind, PolicyConfig
-from connmgr.errors import ConnMgrError
+from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.javalog import parse_least_loaded_picks, parse_sent_requests
 from connmgr.realrun.backends import ClusterBackend
 from connmgr.sim.scenarios import ScenarioSpec, policy_config
@@ -36,7 +36,7 @@ class RealRunError(ConnMgrError):
     """A real run could not do what its scenario asks (records lost, client failed)."""
 
 
-def _client_kwargs(
+def client_kwargs(
     client: str, spec: ScenarioSpec, policy_settings: Mapping[str, str], seed: int
 ) -> dict[str, Any]:
     """aiokafka keyword arguments for ``client``: the policy settings converted and checked
@@ -111,7 +111,7 @@ async def produce_fixture(bootstrap: str, spec: ScenarioSpec, records: int) -> N
         await producer.stop()
 
 
-async def _measure(
+async def measure_steady(
     run: RealRun, ledger: ConnectionLedger, cluster: ClusterBackend, settle_ms: int, verify: bool
 ) -> None:
     await asyncio.sleep(settle_ms / 1000.0)
@@ -120,7 +120,7 @@ async def _measure(
         await averify_against_kernel(ledger, cluster.listeners())
 
 
-async def _stop(run: RealRun, client: Any, cluster: ClusterBackend, verify: bool) -> None:
+async def stop_client(run: RealRun, client: Any, cluster: ClusterBackend, verify: bool) -> None:
     """Stop the client, keep the random choices it was seen to make, and check that the
     kernel agrees nothing is left open."""
     await client.stop()
@@ -137,7 +137,7 @@ async def run_producer(
     policy_settings: Mapping[str, str],
     verify: bool,
 ) -> None:
-    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
+    kwargs = client_kwargs(run.client, run.spec, policy_settings, run.seed)
     kwargs.update(bootstrap_servers=bootstrap, acks="all")
     if options["idempotent"]:
         kwargs["enable_idempotence"] = True
@@ -157,9 +157,9 @@ async def run_producer(
         results = await asyncio.gather(*futures, return_exceptions=True)
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
         run.ttfa_ms = elapsed_ms(started, clock.first)
-        await _measure(run, producer.ledger, cluster, options["settle_ms"], verify)
+        await measure_steady(run, producer.ledger, cluster, options["settle_ms"], verify)
     finally:
-        await _stop(run, producer, cluster, verify)
+        await stop_client(run, producer, cluster, verify)
     if run.records_acked != run.records_sent:
         raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
 
@@ -172,7 +172,7 @@ async def run_consumer(
     policy_settings: Mapping[str, str],
     verify: bool,
 ) -> None:
-    kwargs = _client_kwargs(run.client, run.spec, policy_settings, run.seed)
+    kwargs = client_kwargs(run.client, run.spec, policy_settings, run.seed)
     assert run.spec.group is not None
     kwargs.update(
         bootstrap_servers=bootstrap,
@@ -204,9 +204,9 @@ async def run_consumer(
                         run.duplicates += 1
                     seen.add(message.value)
         await consumer.commit()
-        await _measure(run, consumer.ledger, cluster, options["settle_ms"], verify)
+        await measure_steady(run, consumer.ledger, cluster, options["settle_ms"], verify)
     finally:
-        await _stop(run, consumer, cluster, verify)
+        await stop_client(run, consumer, cluster, verify)
     if len(seen) != wanted or run.duplicates:
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
@@ -221,6 +221,14 @@ def _probe_ms(line: Mapping[str, Any], key: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RealRunError(f"the Java probe reported {key}={value!r}, not a number of ms")
     return float(value)
+
+
+def transactions_of(options: Mapping[str, int]) -> int:
+    """The ``transactions`` run option, checked: a transactional run needs one at least."""
+    count = options["transactions"]
+    if count < 1:
+        raise ConfigError(f"transactions={count}: a transactional run needs at least one")
+    return count
 
 
 def java_needs_compat(version: str) -> bool:
@@ -239,7 +247,13 @@ async def run_java(
     """The real Java client (kafka-clients ``version``) through the scenario, in the probe
     JVM. Its ledger comes from its NetworkClient log; with ``verify`` the log, the client's
     own connection metrics and the kernel's view of the JVM's sockets must agree."""
-    from connmgr.java import build_probe, default_extra, kernel_sampler, run_probe
+    from connmgr.java import (
+        TransactionPlan,
+        build_probe,
+        default_extra,
+        kernel_sampler,
+        run_probe,
+    )
 
     spec = run.spec
     if len(spec.topics) != 1:
@@ -262,6 +276,17 @@ async def run_java(
             extra=default_extra(version, kind),
             sample=kernel_sampler(backend.endpoints()),
             verify=verify,
+            transaction=(
+                None
+                if spec.transactional_id is None
+                else TransactionPlan(
+                    spec.transactional_id,
+                    transactions_of(options),
+                    round(spec.txn_interval_ms),
+                    spec.offsets_group,
+                    spec.offsets_topic,
+                )
+            ),
         )
     )
     steady_ms = (java.steady.log_time - java.started_at).total_seconds() * 1000.0

@@ -87,17 +87,24 @@ class ClientModel:
         self._md_in_flight = True
         self._md_wanted = False
         bootstrap = self.md is None
-        topics: tuple[str, ...] = ()
-        if not (bootstrap and self.sim.policy.library == "aiokafka" and not self.ops_started):
-            # aiokafka's start() bootstraps with a topic-less request; a client that defers
-            # its bootstrap to the application's first send or poll asks for its topics.
-            topics = tuple(self.topics)
+        topics = self.metadata_topics() if self.names_topics(bootstrap) else ()
         self.sim.send_metadata(topics, bootstrap=bootstrap)
         if bootstrap and self.sim.policy.pushes_telemetry and not self._telemetry_asked:
             # KIP-714 (kafka-clients >= 3.7): the network client's poll asks some node for
             # its telemetry subscription, right after its first metadata request.
             self._telemetry_asked = True
             self.sim.send_any(Api.GET_TELEMETRY_SUBSCRIPTIONS)
+
+    def metadata_topics(self) -> tuple[str, ...]:
+        """The topics a metadata request names (when it names any)."""
+        return tuple(self.topics)
+
+    def names_topics(self, bootstrap: bool) -> bool:
+        """Whether the next metadata request (the first one if ``bootstrap``) names the
+        client's topics."""
+        # aiokafka's start() bootstraps with a topic-less request; a client that defers its
+        # bootstrap to the application's first send or poll asks for its topics.
+        return not (bootstrap and self.sim.policy.library == "aiokafka" and not self.ops_started)
 
     def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
         self.md = md
@@ -129,6 +136,12 @@ class ClientModel:
             if leader not in busy:
                 busy.add(leader)
                 self.sim.send_broker(api, leader, tuple(tps))
+
+    def metadata_wanted(self) -> None:
+        """The policy cannot place a request without (newer) metadata: ask, unless a request
+        is already on its way -- its answer is the newer metadata the policy waits for."""
+        if not self._md_in_flight:
+            self.request_metadata()
 
     def metadata_stale(self) -> None:
         """An error or a lost connection says the metadata may be stale: refresh it."""

@@ -1,5 +1,6 @@
-"""The simulated cluster: brokers with endpoints and RTTs, partition leaders, coordinators,
-brokers going down and up, endpoints moving, and endpoints shared by several broker ids.
+"""The simulated cluster: brokers with endpoints and RTTs, partition leaders, coordinators
+(group and transaction coordinators, each placed by its key), brokers going down and up,
+endpoints moving, and endpoints shared by several broker ids.
 
 Where a new TCP connection lands (:meth:`ClusterModel.resolve`) is the one modelling choice
 that matters for safety:
@@ -23,6 +24,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
@@ -45,6 +47,11 @@ class ClusterModel:
     topics: dict[str, list[int]] = field(default_factory=dict)
     """topic -> leader broker id of each partition (the preferred leaders)."""
     coordinators: dict[str, int] = field(default_factory=dict)
+    """group id -> its (preferred) group coordinator."""
+    txn_coordinators: dict[str, int] = field(default_factory=dict)
+    """transactional id -> its (preferred) transaction coordinator: placed apart from the
+    group coordinators, as a real cluster hashes ``__transaction_state`` and
+    ``__consumer_offsets`` separately."""
     cluster_id: str = "sim-cluster"
     broker_idle_ms: int | None = 600_000
     """The brokers' own ``connections.max.idle.ms`` (None: never reap)."""
@@ -54,6 +61,7 @@ class ClusterModel:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     _moved: dict[TopicPartition, int] = field(default_factory=dict)
     _coordinator_moved: dict[str, int] = field(default_factory=dict)
+    _txn_moved: dict[str, int] = field(default_factory=dict)
     _md_cache: dict[tuple[str, ...], ClusterMetadata] = field(default_factory=dict)
     _at: dict[Endpoint, list[int]] = field(default_factory=dict)
 
@@ -63,6 +71,7 @@ class ClusterModel:
         for topic, leaders in self.topics.items():
             self._check_ids(leaders, f"leaders of topic {topic!r}")
         self._check_ids(self.coordinators.values(), "coordinators")
+        self._check_ids(self.txn_coordinators.values(), "transaction coordinators")
         self._reindex()
 
     def _check_ids(self, ids: Iterable[int], what: str) -> None:
@@ -83,6 +92,15 @@ class ClusterModel:
 
     def coordinator(self, group: str) -> int:
         return self._coordinator_moved.get(group, self.coordinators[group])
+
+    def txn_coordinator(self, transactional_id: str) -> int:
+        return self._txn_moved.get(transactional_id, self.txn_coordinators[transactional_id])
+
+    def coordinator_of(self, ref: CoordinatorRef) -> int:
+        """Where coordinator ``ref`` is now (what FindCoordinator answers)."""
+        if ref.kind is CoordinatorKind.TRANSACTION:
+            return self.txn_coordinator(ref.key)
+        return self.coordinator(ref.key)
 
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t in topics for p in range(len(self.topics[t]))]
@@ -127,6 +145,9 @@ class ClusterModel:
         for group in self.coordinators:
             if self.coordinator(group) == broker_id:
                 self._coordinator_moved[group] = _next_live(live, broker_id)
+        for txn in self.txn_coordinators:
+            if self.txn_coordinator(txn) == broker_id:
+                self._txn_moved[txn] = _next_live(live, broker_id)
         self._md_cache.clear()
 
     def set_up(self, broker_id: int) -> None:
@@ -142,6 +163,11 @@ class ClusterModel:
             for g, b in self._coordinator_moved.items()
             if not self.brokers[self.coordinators[g]].up
         }
+        self._txn_moved = {
+            t: b
+            for t, b in self._txn_moved.items()
+            if not self.brokers[self.txn_coordinators[t]].up
+        }
         self._md_cache.clear()
 
     def _preferred_up(self, tp: TopicPartition) -> bool:
@@ -154,6 +180,10 @@ class ClusterModel:
     def move_coordinator(self, group: str, broker_id: int) -> None:
         self._check_ids([broker_id], f"new coordinator of {group!r}")
         self._coordinator_moved[group] = broker_id
+
+    def move_txn_coordinator(self, transactional_id: str, broker_id: int) -> None:
+        self._check_ids([broker_id], f"new transaction coordinator of {transactional_id!r}")
+        self._txn_moved[transactional_id] = broker_id
 
     def add_broker(self, broker_id: int, endpoint: Endpoint, rtt_ms: float = 0.0) -> None:
         """A new broker joins; it leads nothing until leaders are moved to it."""
@@ -183,11 +213,13 @@ def build_cluster(
     rtt_ms: float = 0.0,
     broker_idle_ms: int | None = 600_000,
     seed: int = 0,
+    txn_coordinators: Mapping[str, int] | None = None,
 ) -> ClusterModel:
     return ClusterModel(
         brokers={i: BrokerModel(i, ep, rtt_ms) for i, ep in endpoints.items()},
         topics={t: list(leaders) for t, leaders in topics.items()},
         coordinators=dict(coordinators),
+        txn_coordinators=dict(txn_coordinators or {}),
         broker_idle_ms=broker_idle_ms,
         rng=random.Random(seed),
     )

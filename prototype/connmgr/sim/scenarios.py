@@ -16,6 +16,7 @@ from connmgr.errors import ConfigError, UnknownName
 from connmgr.sim.clients import ClientModel, ClientTimings, ConsumerModel, ProducerModel
 from connmgr.sim.cluster import ClusterModel, build_cluster
 from connmgr.sim.simulator import Simulator
+from connmgr.sim.transactions import TransactionalProducerModel
 
 ParamValue = int | float | str | bool
 Change = tuple[float, Callable[[Simulator], None]]
@@ -37,9 +38,38 @@ class ScenarioSpec:
     idempotent: bool = False
     timings: ClientTimings = field(default_factory=ClientTimings)
     """The client's request cadence (defaults are the real clients' defaults)."""
+    transactional_id: str | None = None
+    """A transactional producer's ``transactional.id`` (None: not transactional)."""
+    offsets_group: str | None = None
+    """Consume-transform-produce: the consumer group whose offsets each transaction commits
+    (its coordinator is ``cluster.coordinator(offsets_group)``)."""
+    offsets_topic: str | None = None
+    """Consume-transform-produce: the topic the consumer half reads (offsets committed)."""
+    txn_interval_ms: float = 10_000.0
+    """A transactional producer starts a transaction this often."""
+    early_leader_dials: bool = False
+    """kafka-clients, consume-transform-produce: whether the sender dialled the first
+    transaction's leaders before its TxnOffsetCommit. ``Sender.sendProducerData`` calls
+    ``client.ready(leader)`` for every ready batch whenever no transactional request is
+    queued -- between an append and its ``maybeAddPartition``, or while the application
+    waits in ``sendOffsetsToTransaction`` for the consumed topic's metadata -- a race
+    between the application and sender threads. A real run's log says which (observed and
+    replayed, like ``replay_choices``); a simulated run assumes the transactional requests
+    won."""
 
     def make_client(self, sim: Simulator) -> ClientModel:
         timings = self.timings
+        if self.transactional_id is not None:
+            return TransactionalProducerModel(
+                sim,
+                self.topics,
+                timings,
+                transactional_id=self.transactional_id,
+                txn_interval_ms=self.txn_interval_ms,
+                offsets_group=self.offsets_group,
+                offsets_topic=self.offsets_topic,
+                early_leader_dials=self.early_leader_dials,
+            )
         if self.client is ClientKind.PRODUCER:
             return ProducerModel(
                 sim, self.topics, timings, first_op_ms=self.first_op_ms, idempotent=self.idempotent
@@ -269,6 +299,64 @@ def _shared(p: Mapping[str, ParamValue]) -> ScenarioSpec:
     )
 
 
+TXN_COORDINATOR_PLACEMENTS = ("separate", "shared")
+CTP_COORDINATOR_LAYOUTS = ("separate", "same")
+
+
+def _choice(p: Mapping[str, ParamValue], name: str, choices: Sequence[str]) -> str:
+    value = str(p[name])
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}: choose one of {', '.join(choices)}")
+    return value
+
+
+def _txn(p: Mapping[str, ParamValue], *, ctp: bool) -> ScenarioSpec:
+    # N brokers on localhost:9092.., bootstrap brokers 1-3; topic "events" (2 partitions on
+    # spread leaders); the transaction coordinator of "txn-app" and, for consume-transform-
+    # produce, the group coordinator of "app" on the highest brokers that lead nothing (or on
+    # one broker: coordinators=same; or, without a group, on a leader: coordinator=shared).
+    # The consumer half's input topic "orders" has one partition, on the lowest free broker.
+    n = _int(p, "brokers")
+    if n < 4:
+        raise ConfigError("brokers must be >= 4 (two leaders and two coordinators apart)")
+    leaders = spread_leaders(n, 2)
+    free = [b for b in range(n, 0, -1) if b not in leaders]
+    if ctp:
+        same = _choice(p, "coordinators", CTP_COORDINATOR_LAYOUTS) == "same"
+        txn_at, group_at = free[0], free[0] if same else free[1]
+    else:
+        shared = _choice(p, "coordinator", TXN_COORDINATOR_PLACEMENTS) == "shared"
+        txn_at, group_at = (leaders[0] if shared else free[0]), None
+    topics = {"events": leaders}
+    if ctp:
+        topics["orders"] = [free[-1]]
+    cluster = build_cluster(
+        _localhost_brokers(range(1, n + 1), 9092),
+        topics,
+        {} if group_at is None else {"app": group_at},
+        txn_coordinators={"txn-app": txn_at},
+        rtt_ms=_num(p, "rtt_ms"),
+        broker_idle_ms=_broker_idle(p),
+        seed=_int(p, "seed"),
+    )
+    interval = _num(p, "txn_interval_ms")
+    if interval <= 0:
+        raise ConfigError("txn_interval_ms must be > 0")
+    servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, 4))
+    return ScenarioSpec(
+        cluster=cluster,
+        bootstrap=parse_bootstrap(servers),
+        client=ClientKind.PRODUCER,
+        topics=("events",),
+        group=None,
+        duration_ms=_num(p, "duration_ms"),
+        transactional_id="txn-app",
+        offsets_group="app" if ctp else None,
+        offsets_topic="orders" if ctp else None,
+        txn_interval_ms=interval,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {}
 
 
@@ -353,6 +441,33 @@ _register(
 )
 
 
+_TXN: dict[str, ParamValue] = {
+    **COMMON,
+    "brokers": 6,
+    "txn_interval_ms": 10_000,
+    "duration_ms": 5 * MINUTE,
+    "broker_idle_ms": 600_000,
+}
+_register(
+    Scenario(
+        "txn-producer",
+        "transactional producer: a transaction every txn_interval_ms (AddPartitionsToTxn, "
+        "Produce, EndTxn); coordinator=shared puts the transaction coordinator on a leader",
+        {**_TXN, "coordinator": "separate"},
+        lambda p: _txn(p, ctp=False),
+    )
+)
+_register(
+    Scenario(
+        "ctp-producer",
+        "producer of consume-transform-produce: each transaction also AddOffsetsToTxn and "
+        "TxnOffsetCommit (group coordinator); coordinators=same puts both on one broker",
+        {**_TXN, "coordinators": "separate"},
+        lambda p: _txn(p, ctp=True),
+    )
+)
+
+
 class UnsupportedScenario(ConfigError):
     """The scenario cannot be mapped onto the requested cluster."""
 
@@ -364,10 +479,13 @@ def on_cluster(
     seed: int = 0,
     topics: Mapping[str, str] | None = None,
     group: str | None = None,
+    transactional_id: str | None = None,
 ) -> tuple[ScenarioSpec, dict[int, int]]:
     """``spec`` moved onto a concrete cluster (embedded or real): the i-th broker of ``spec``
-    by id becomes the i-th id of ``endpoints`` at its endpoint; ``topics`` and ``group``
-    rename the topics and the consumer group (a shared cluster needs fresh names). Returns
+    by id becomes the i-th id of ``endpoints`` at its endpoint; ``topics``, ``group`` and
+    ``transactional_id`` rename the topics, the group (the consumer's, or the one whose
+    offsets a transactional producer commits) and the transactional id (a shared cluster
+    needs fresh names). Returns
     the new spec and the id mapping. Scenarios with scheduled cluster changes or shared
     endpoints cannot move."""
     if spec.changes:
@@ -385,6 +503,9 @@ def on_cluster(
         {idmap[i]: endpoints[idmap[i]] for i in old_ids},
         {names.get(t, t): [idmap[b] for b in leaders] for t, leaders in old.topics.items()},
         {(group or g): idmap[b] for g, b in old.coordinators.items()},
+        txn_coordinators={
+            (transactional_id or t): idmap[b] for t, b in old.txn_coordinators.items()
+        },
         rtt_ms=old.brokers[old_ids[0]].rtt_ms,
         broker_idle_ms=old.broker_idle_ms,
         seed=seed,
@@ -402,7 +523,16 @@ def on_cluster(
         cluster=cluster,
         bootstrap=tuple(bootstrap),
         topics=tuple(names.get(t, t) for t in spec.topics),
-        group=group or spec.group,
+        group=(group or spec.group) if spec.group is not None else None,
+        offsets_group=(group or spec.offsets_group) if spec.offsets_group is not None else None,
+        offsets_topic=None
+        if spec.offsets_topic is None
+        else names.get(spec.offsets_topic, spec.offsets_topic),
+        transactional_id=(
+            (transactional_id or spec.transactional_id)
+            if spec.transactional_id is not None
+            else None
+        ),
     )
     return moved, idmap
 

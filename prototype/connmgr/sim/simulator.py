@@ -103,6 +103,7 @@ class Simulator:
         self.conn_records: list[ConnRecord] = []
         self.events = 0
         self.misrouted = 0
+        self._metadata_answers = 0
         for at, change in changes or []:
             self.at(at, functools.partial(change, self))
         self.client = make_client(self)
@@ -136,10 +137,13 @@ class Simulator:
             BootstrapRequested(rid) if bootstrap else AnyNodeRequestNeeded(rid, Api.METADATA)
         )
 
-    def send_any(self, api: Api) -> None:
+    def send_any(self, api: Api) -> int:
+        """An any-node request; returns its request id (a client waiting for several
+        FindCoordinator answers tells them apart by it)."""
         rid = self._rid()
         self._new_request(SimRequest(rid, api, None, Purpose.DATA))
         self.deliver(AnyNodeRequestNeeded(rid, api))
+        return rid
 
     def send_broker(self, api: Api, broker_id: int, partitions: tuple[TopicPartition, ...]) -> None:
         rid = self._rid()
@@ -149,6 +153,8 @@ class Simulator:
         self.deliver(BrokerRequestNeeded(rid, api, broker_id))
 
     def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> None:
+        """A request for ``coordinator``, which the client found on ``broker_id``. ``Api.OTHER``
+        is a readiness probe (aiokafka's ``client.ready(node, group=COORDINATION)``)."""
         rid = self._rid()
         self._new_request(
             SimRequest(
@@ -192,7 +198,12 @@ class Simulator:
             elif isinstance(action, Reject):
                 self.at(self.now, functools.partial(self._do_reject, action.request_id))
             elif isinstance(action, RefreshMetadata):
-                self.at(self.now, self.client.request_metadata)
+                self.at(self.now, functools.partial(self._refresh_metadata, self._metadata_answers))
+
+    def _refresh_metadata(self, answers_when_asked: int) -> None:
+        """The policy asked for metadata; an answer that arrived since satisfies it."""
+        if self._metadata_answers == answers_when_asked:
+            self.client.metadata_wanted()
 
     def _do_reject(self, rid: int) -> None:
         """The policy handed a request back unsent: the client re-targets it, as after a
@@ -285,6 +296,7 @@ class Simulator:
         assert backend is not None
         if req.api is Api.METADATA:
             md = self.cluster.metadata(req.topics)
+            self._metadata_answers += 1
             self.deliver(MetadataReceived(rid, md))
             self.client.on_metadata(md, had_topics=bool(req.topics))
             return
@@ -294,7 +306,7 @@ class Simulator:
     def _still_right(self, req: SimRequest, backend: int) -> bool:
         """Whether the broker that answered is still the right one (leader, coordinator)."""
         if req.coordinator is not None:
-            return self.cluster.coordinator(req.coordinator.key) == backend
+            return self.cluster.coordinator_of(req.coordinator) == backend
         return all(self.cluster.leader(tp) == backend for tp in req.partitions)
 
     def _do_close(self, conn_id: int, reason: str) -> None:

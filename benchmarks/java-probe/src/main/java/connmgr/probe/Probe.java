@@ -5,6 +5,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.text.SimpleDateFormat;
 import java.time.Duration;
@@ -23,11 +25,13 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -43,6 +47,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   <li>producer: send {@code --records} records round-robin over {@code --partitions} with
  *       acks=all and wait for every ack; consumer: subscribe as {@code --group}, poll until
  *       {@code --records} records were read, commitSync;</li>
+ *   <li>transactional producer ({@code --transactional-id}): initTransactions, then
+ *       {@code --transactions} transactions, one starting every {@code --txn-interval-ms}:
+ *       beginTransaction, its share of the records (round-robin as above), with
+ *       {@code --offsets-group} also sendOffsetsToTransaction (the offset of partition 0 of
+ *       {@code --offsets-topic} for that group: the producer side of consume-transform-produce),
+ *       commitTransaction; every record must be acked;</li>
  *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);</li>
  *   <li>print {@code {"phase":"steady",...}} with record counts, the client's own
  *       connection metrics and its start-up timings, then block until a line (or EOF) arrives
@@ -95,6 +105,13 @@ public final class Probe {
         String log;
         String logLevel = "TRACE";
         long timeoutMs = 60_000;
+        /** Transactional producer: its transactional.id (null: a plain producer). */
+        String transactionalId;
+        int transactions = 1;
+        long txnIntervalMs = 0;
+        /** Consume-transform-produce: the group whose offsets each transaction commits. */
+        String offsetsGroup;
+        String offsetsTopic;
         final Map<String, String> extra = new LinkedHashMap<>();
 
         static Args parse(String[] argv) {
@@ -117,6 +134,11 @@ public final class Probe {
                     case "--log": a.log = value; break;
                     case "--log-level": a.logLevel = value; break;
                     case "--timeout-ms": a.timeoutMs = positiveInt(flag, value); break;
+                    case "--transactional-id": a.transactionalId = value; break;
+                    case "--transactions": a.transactions = positiveInt(flag, value); break;
+                    case "--txn-interval-ms": a.txnIntervalMs = nonNegativeInt(flag, value); break;
+                    case "--offsets-group": a.offsetsGroup = value; break;
+                    case "--offsets-topic": a.offsetsTopic = value; break;
                     case "--extra": {
                         int eq = value.indexOf('=');
                         if (eq <= 0) {
@@ -136,6 +158,13 @@ public final class Probe {
             require("--log", a.log);
             if ("consumer".equals(a.client)) {
                 require("--group", a.group);
+            }
+            if (a.transactionalId != null && !"producer".equals(a.client)) {
+                throw new UsageError("--transactional-id is for --client producer");
+            }
+            if ((a.offsetsGroup != null || a.offsetsTopic != null)
+                    && (a.transactionalId == null || a.offsetsGroup == null || a.offsetsTopic == null)) {
+                throw new UsageError("--offsets-group and --offsets-topic go together, with --transactional-id");
             }
             if (!List.of("TRACE", "DEBUG", "INFO").contains(a.logLevel)) {
                 throw new UsageError("--log-level must be TRACE, DEBUG or INFO, got " + a.logLevel);
@@ -241,6 +270,9 @@ public final class Probe {
 
         int run() throws Exception {
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.timeoutMs);
+            if ("producer".equals(args.client) && args.transactionalId != null) {
+                return runTransactionalProducer(deadline);
+            }
             if ("producer".equals(args.client)) {
                 return runProducer(deadline);
             }
@@ -286,6 +318,76 @@ public final class Probe {
             producer.close();
             emitPhase("closed", metrics);
             return 0;
+        }
+
+        /**
+         * The transactional producer: what a real transactional (or consume-transform-produce)
+         * application does with its producer. Records are split over the transactions as
+         * evenly as they go; each transaction's sends are awaited through commitTransaction,
+         * which flushes them.
+         */
+        private int runTransactionalProducer(long deadline) throws Exception {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", args.bootstrap);
+            props.put("acks", "all");
+            props.put("transactional.id", args.transactionalId);
+            props.put("key.serializer", ByteArraySerializer.class.getName());
+            props.put("value.serializer", ByteArraySerializer.class.getName());
+            props.putAll(args.extra);
+            clientStart = System.nanoTime();
+            KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+            waitPhase();
+            producer.initTransactions();
+            List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
+            int next = 0;
+            for (int t = 0; t < args.transactions; t++) {
+                long startAt = clientStart + TimeUnit.MILLISECONDS.toNanos(t * args.txnIntervalMs);
+                long wait = TimeUnit.NANOSECONDS.toMillis(startAt - System.nanoTime());
+                if (t > 0 && wait > 0) {
+                    Thread.sleep(wait);
+                }
+                producer.beginTransaction();
+                int end = (int) ((long) args.records * (t + 1) / args.transactions);
+                for (; next < end; next++) {
+                    futures.add(sendOne(producer, next));
+                }
+                if (args.offsetsGroup != null) {
+                    sendOffsets(producer, new TopicPartition(args.offsetsTopic, 0), t + 1L, args.offsetsGroup);
+                }
+                producer.commitTransaction();
+                if (remainingMs(deadline) <= 0) {
+                    throw new IllegalStateException("timed out after " + args.timeoutMs + " ms in transaction " + t);
+                }
+            }
+            for (Future<RecordMetadata> f : futures) {
+                f.get(remainingMs(deadline), TimeUnit.MILLISECONDS);
+            }
+            if (acked.get() != args.records) {
+                throw new IllegalStateException("acked " + acked.get() + " of " + args.records
+                        + " records; errors: " + sendErrors);
+            }
+            Thread.sleep(args.settleMs);
+            Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
+            steadyThenWait(metrics);
+            producer.close();
+            emitPhase("closed", metrics);
+            return 0;
+        }
+
+        private Future<RecordMetadata> sendOne(KafkaProducer<byte[], byte[]> producer, int i) {
+            byte[] value = ("record-" + i).getBytes(StandardCharsets.UTF_8);
+            ProducerRecord<byte[], byte[]> record =
+                    new ProducerRecord<>(args.topic, i % args.partitions, null, value);
+            Future<RecordMetadata> future = producer.send(record, (metadata, exception) -> {
+                if (exception == null) {
+                    firstAck.compareAndSet(NO_TIME, System.nanoTime());
+                    acked.incrementAndGet();
+                } else {
+                    sendErrors.add(describe(exception));
+                }
+            });
+            sent.incrementAndGet();
+            return future;
         }
 
         private int runConsumer(long deadline) throws Exception {
@@ -424,6 +526,33 @@ public final class Probe {
             return p.getProperty("version", "unknown");
         } catch (IOException e) {
             return "unknown";
+        }
+    }
+
+    /**
+     * {@code producer.sendOffsetsToTransaction(offsets, group)}, through whichever signature the
+     * client has: {@code (Map, ConsumerGroupMetadata)} since 2.5 (the only one in 4.x), else
+     * {@code (Map, String)} (2.1.0 has no ConsumerGroupMetadata). Reflection keeps the source
+     * compiling against both.
+     */
+    static void sendOffsets(KafkaProducer<byte[], byte[]> producer, TopicPartition tp, long offset, String group)
+            throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> offsets = Collections.singletonMap(tp, new OffsetAndMetadata(offset));
+        Object groupArg;
+        Class<?> groupType;
+        try {
+            groupType = Class.forName("org.apache.kafka.clients.consumer.ConsumerGroupMetadata");
+            groupArg = groupType.getConstructor(String.class).newInstance(group);
+        } catch (ClassNotFoundException e) {
+            groupType = String.class;
+            groupArg = group;
+        }
+        Method method = KafkaProducer.class.getMethod("sendOffsetsToTransaction", Map.class, groupType);
+        try {
+            method.invoke(producer, offsets, groupArg);
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            throw cause instanceof Exception ? (Exception) cause : e;
         }
     }
 
