@@ -2,7 +2,8 @@
 comparison with the simulator; and a producer throughput A/B on the embedded cluster."""
 
 from connmgr.realrun.ab import ABTurn, throughput_ab
-from connmgr.realrun.run import CLIENTS, RealRun, place_scenario, run_real, sequence_differences
+from connmgr.realrun.record import RealRun
+from connmgr.realrun.run import CLIENTS, place_scenario, run_real, sequence_differences
 from connmgr.realrun.workloads import RealRunError
 
 __all__ = [

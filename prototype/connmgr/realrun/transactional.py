@@ -40,7 +40,7 @@ from connmgr.realrun.workloads import (
 )
 
 if TYPE_CHECKING:
-    from connmgr.realrun.run import RealRun
+    from connmgr.realrun.record import RealRun
 
 
 async def run_txn_producer(

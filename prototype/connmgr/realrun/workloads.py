@@ -29,7 +29,7 @@ from connmgr.sim.scenarios import ScenarioSpec, policy_config
 
 if TYPE_CHECKING:
     from connmgr.ledger import ConnectionLedger
-    from connmgr.realrun.run import RealRun
+    from connmgr.realrun.record import RealRun
 
 
 class RealRunError(ConnMgrError):

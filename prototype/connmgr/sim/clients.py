@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.events import Api
 from connmgr.core.metadata import ClusterMetadata, TopicPartition
-
-if TYPE_CHECKING:
-    from connmgr.sim.simulator import SimRequest, Simulator
+from connmgr.sim.host import ClientHost
+from connmgr.sim.request import SimRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +33,7 @@ class ClientModel:
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: ClientHost,
         topics: Sequence[str],
         timings: ClientTimings,
         *,
@@ -162,7 +160,7 @@ class ProducerModel(ClientModel):
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: ClientHost,
         topics: Sequence[str],
         timings: ClientTimings,
         *,
@@ -223,7 +221,7 @@ class ConsumerModel(ClientModel):
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: ClientHost,
         topics: Sequence[str],
         timings: ClientTimings,
         *,

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
-
-if TYPE_CHECKING:
-    from connmgr.sim.simulator import Simulator
+from connmgr.core.policy import Policy
 
 
 @dataclass(slots=True)
@@ -98,7 +96,7 @@ class RunResult:
     @classmethod
     def build(
         cls,
-        sim: Simulator,
+        sim: FinishedRun,
         *,
         steady: list[ConnectionKey],
         steady_backends: list[int | None],
@@ -240,3 +238,16 @@ def java_log_events(result: RunResult) -> list[tuple[float, str, str, int, int, 
             rows.append((r.t_ms, offset + n, "metadata", ep.host, ep.port, r.key.node.java_id, ""))
     rows.sort(key=lambda row: (row[0], row[1]))
     return [(t, kind, host, port, node, reason) for t, _, kind, host, port, node, reason in rows]
+
+
+class FinishedRun(Protocol):
+    """What :meth:`RunResult.build` reads of a finished simulation
+    (:class:`~connmgr.sim.simulator.Simulator` provides it)."""
+
+    policy: Policy
+    duration_ms: float
+    conn_records: list[ConnRecord]
+    timeline: list[TimelineEntry]
+    request_log: list[RequestRecord]
+    misrouted: int
+    events: int

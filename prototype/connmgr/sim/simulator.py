@@ -40,6 +40,7 @@ from connmgr.core.policy import Policy
 from connmgr.errors import PolicyMisuse
 from connmgr.sim.clients import ClientModel
 from connmgr.sim.cluster import ClusterModel
+from connmgr.sim.request import SimRequest
 from connmgr.sim.result import ConnRecord, RequestRecord, RunResult, TimelineEntry
 
 MIN_LATENCY_MS = 0.1
@@ -56,19 +57,6 @@ class SimConn:
     open: bool = True
     last_active: float = 0.0
     in_flight: set[int] = field(default_factory=set)
-
-
-@dataclass(slots=True)
-class SimRequest:
-    request_id: int
-    api: Api
-    broker_id: int | None
-    purpose: Purpose
-    partitions: tuple[TopicPartition, ...] = ()
-    topics: tuple[str, ...] = ()
-    bootstrap: bool = False
-    target: str = "any"
-    coordinator: CoordinatorRef | None = None
 
 
 class Simulator:

@@ -46,15 +46,13 @@ connection policy's; where each request goes is the policy's alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from connmgr.core.coordinator import TRANSACTION_APIS, CoordinatorRef
 from connmgr.core.events import Api
 from connmgr.core.metadata import ClusterMetadata, TopicPartition
 from connmgr.sim.clients import ClientModel, ClientTimings
-
-if TYPE_CHECKING:
-    from connmgr.sim.simulator import SimRequest, Simulator
+from connmgr.sim.host import ClientHost
+from connmgr.sim.request import SimRequest
 
 PROBE = Api.OTHER
 """aiokafka's readiness probe of a coordinator it has just found (``client.ready``)."""
@@ -67,7 +65,7 @@ class TransactionalProducerModel(ClientModel):
 
     def __init__(
         self,
-        sim: Simulator,
+        sim: ClientHost,
         topics: Sequence[str],
         timings: ClientTimings,
         *,
