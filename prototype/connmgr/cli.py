@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from connmgr import __version__, javalog
+from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
 from connmgr.core.identity import COORDINATOR_ID_BASE, Role
+from connmgr.core.options import options_help
 from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.ledger import ConnectionLedger
 from connmgr.policies import POLICIES
@@ -35,6 +38,18 @@ def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set brokers=100")
         settings[name] = value.strip()
     return settings
+
+
+_RUN_POLICY_OPTIONS = frozenset(s.name for s in DROP_IN_POLICY_OPTIONS) | {
+    "connections_max_idle_ms"
+}
+"""The policy options ``connmgr run`` takes: the drop-in clients' keywords, and aiokafka's own
+idle timeout (see :func:`connmgr.realrun.run_real`)."""
+
+
+def _paragraph(text: str) -> str:
+    # The subcommands whose help lists options keep their line breaks; wrap the prose here.
+    return textwrap.fill(text, width=100)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,13 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     sim = sub.add_parser(
         "simulate",
         help="run one policy through one scenario on the simulator",
-        description=(
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_paragraph(
             "Run POLICY through SCENARIO on a virtual clock and report the connections it "
             "opened (total, peak, open at the end, by role and by broker). --set takes "
-            "scenario parameters (see `connmgr scenarios`) and policy options ("
-            + ", ".join(sorted(POLICY_OPTIONS))
-            + ")."
+            "scenario parameters (see `connmgr scenarios`) and the policy options below."
         ),
+        epilog="policy options (--set NAME=VALUE; default shown):\n"
+        + options_help(tuple(s for s in CONFIG_OPTIONS if s.name in POLICY_OPTIONS)),
     )
     sim.add_argument("scenario", metavar="SCENARIO", help="a name from `connmgr scenarios`")
     sim.add_argument(
@@ -84,7 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a real client (aiokafka or Java) through a scenario on an embedded cluster",
-        description=(
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="policy options of --client proposed (--set NAME=VALUE; default shown); the "
+        "others take\nonly connections_max_idle_ms and bootstrap_offset:\n"
+        + options_help(tuple(s for s in CONFIG_OPTIONS if s.name in _RUN_POLICY_OPTIONS)),
+        description=_paragraph(
             "Start a fresh embedded multi-broker cluster (librdkafka's mock cluster) shaped "
             "like SCENARIO, run a real aiokafka producer or group consumer through it, and "
             "report its connections (from the client's own hooks, checked against the "

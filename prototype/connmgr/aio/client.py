@@ -190,13 +190,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             client=kind,
             connections_max_idle_ms=-1 if idle is None else int(idle),
             reconnect_backoff_ms=max(1, int(self._retry_backoff * 1000)),
-            warm_up=options.warm_up,
-            share_coordinator=options.share_coordinator,
-            linger_ms=options.linger_ms,
-            max_connections=options.max_connections,
-            expected_cluster_id=options.expected_cluster_id,
-            adopt_unverified=options.adopt_unverified,
-            bootstrap_offset=options.bootstrap_offset,
+            **options.policy_settings,
         )
         rng = derive_rng(options.seed, "policy") if options.seed is not None else random.Random()
         self.policy = make_policy(options.policy, self.policy_config, rng)
@@ -264,7 +258,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             self._prefetched[ref] = create_task(self._find_coordinator(ref))
         # The placement itself, not the _metadata_update seam: stock bootstrap() does not go
         # through _metadata_update either, so a replaced seam changes neither client's start.
-        if self.policy_options.warm_up and not await self._place_metadata_request(self.cluster, []):
+        if self.policy_config.warm_up and not await self._place_metadata_request(self.cluster, []):
             failure = self._metadata_failure
             if failure is None or not failure.answered:
                 raise self._no_bootstrap()

@@ -1,11 +1,10 @@
 """Drop-in ``AIOKafkaProducer`` and ``AIOKafkaConsumer`` with the proposed connection policy.
 
-Same constructor arguments as aiokafka's classes, plus the policy options (``warm_up``,
-``share_coordinator``, ``linger_ms``, ``max_connections``, ``expected_cluster_id``,
-``adopt_unverified``, ``policy_seed``). aiokafka builds its client as usual; the constructor
-then upgrades that very client object to a :class:`~connmgr.aio.client.PolicyClient`, so the
-sender, fetcher and group coordinator aiokafka wired to it use the policy without any aiokafka
-code being copied.
+Same constructor arguments as aiokafka's classes, plus the policy options
+(:data:`~connmgr.aio.options.DROP_IN_OPTIONS`, listed in ``docs/drop-in-clients.md``). aiokafka
+builds its client as usual; the constructor then upgrades that very client object to a
+:class:`~connmgr.aio.client.PolicyClient`, so the sender, fetcher and group coordinator aiokafka
+wired to it use the policy without any aiokafka code being copied.
 
 Misuse raises what stock aiokafka 0.14 raises in the same case (or, where stock aiokafka
 waits forever, a clear error): our own errors (:mod:`connmgr.aio.errors`) derive from
@@ -45,29 +44,12 @@ from connmgr.aio.errors import (
     ProducerStopped,
     StartedTwice,
 )
-from connmgr.aio.options import PolicyOptions
+from connmgr.aio.options import POLICY_OPTION_NAMES, PolicyOptions
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.ledger import ConnectionLedger
 
-POLICY_OPTION_NAMES = (
-    "warm_up",
-    "share_coordinator",
-    "linger_ms",
-    "max_connections",
-    "expected_cluster_id",
-    "adopt_unverified",
-    "bootstrap_offset",
-)
-
-
-def _pop_options(kwargs: dict[str, Any]) -> PolicyOptions:
-    chosen = {name: kwargs.pop(name) for name in POLICY_OPTION_NAMES if name in kwargs}
-    if "policy_seed" in kwargs:
-        chosen["seed"] = kwargs.pop("policy_seed")
-    if "connection_policy" in kwargs:
-        chosen["policy"] = kwargs.pop("connection_policy")
-    return PolicyOptions(**chosen)
+__all__ = ["POLICY_OPTION_NAMES", "ProposedConsumer", "ProposedProducer"]
 
 
 class _Lifecycle:
@@ -127,7 +109,7 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
     client: PolicyClient
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        options = _pop_options(kwargs)
+        options = PolicyOptions.take(kwargs)
         super().__init__(*args, **kwargs)
         txn = kwargs.get("transactional_id")
         lookups = () if txn is None else (CoordinatorRef.transaction(str(txn)),)
@@ -152,7 +134,7 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
     _client: PolicyClient
 
     def __init__(self, *topics: str, **kwargs: Any) -> None:
-        options = _pop_options(kwargs)
+        options = PolicyOptions.take(kwargs)
         super().__init__(*topics, **kwargs)
         group = kwargs.get("group_id")
         lookups = () if group is None else (CoordinatorRef.group(str(group)),)

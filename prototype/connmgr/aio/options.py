@@ -1,49 +1,115 @@
-"""The connection-policy options the drop-in clients accept, checked at construction."""
+"""The connection-policy options the drop-in clients accept, checked at construction.
+
+Nothing here repeats an option: the policy options are the fields of
+:class:`~connmgr.core.config.PolicyConfig` that reach the drop-in clients
+(:data:`~connmgr.core.config.DROP_IN_POLICY_OPTIONS`), and the two keywords only the drop-in
+clients take are declared once below, as fields of :class:`PolicyOptions`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from connmgr.errors import ConfigError
+from connmgr.core.config import DROP_IN_POLICY_OPTIONS
+from connmgr.core.options import (
+    OptionSpec,
+    Reach,
+    declared_options,
+    embed,
+    option,
+    options_markdown,
+)
+from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies import POLICIES
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyOptions:
-    """Options for :class:`~connmgr.aio.client.PolicyClient` (see the proposed policy's
-    docstring for what each does). ``policy`` may name a baseline model too, which is how the
-    tests run the models inside a real client."""
+    """Options for :class:`~connmgr.aio.client.PolicyClient`, type-checked when built.
+    ``policy`` may name a baseline model too, which is how the tests run the models inside a
+    real client."""
 
-    warm_up: bool = False
-    share_coordinator: bool = False
-    linger_ms: int = 3_000
-    max_connections: int | None = None
-    expected_cluster_id: str | None = None
-    adopt_unverified: bool = False
-    bootstrap_offset: int | None = None
-    seed: int | None = None
-    policy: str = "proposed"
+    policy_settings: Mapping[str, Any] = field(default_factory=dict)
+    """Values of policy options (:data:`DROP_IN_POLICY_OPTIONS`) given as keywords; the others
+    keep :class:`~connmgr.core.config.PolicyConfig`'s defaults."""
+    seed: int | None = field(
+        default=None,
+        metadata=option(
+            "seed of the policy's random choices",
+            reach=Reach.DROP_IN_TESTS,
+            keyword="policy_seed",
+            meaning="seed of the policy's random choices (the bootstrap server tried first, a "
+            "broker for any-node requests when none is connected)",
+        ),
+    )
+    policy: str = field(
+        default="proposed",
+        metadata=option(
+            "the policy inside the client",
+            reach=Reach.DROP_IN_TESTS,
+            keyword="connection_policy",
+            meaning="run another policy of `connmgr.policies.POLICIES` inside the client, e.g. "
+            "the baseline model `aiokafka-today`",
+        ),
+    )
 
     def __post_init__(self) -> None:
-        expected: dict[str, tuple[type, ...]] = {
-            "warm_up": (bool,),
-            "share_coordinator": (bool,),
-            "linger_ms": (int,),
-            "max_connections": (int, type(None)),
-            "expected_cluster_id": (str, type(None)),
-            "adopt_unverified": (bool,),
-            "bootstrap_offset": (int, type(None)),
-            "seed": (int, type(None)),
-            "policy": (str,),
-        }
-        for f in fields(self):
-            value: Any = getattr(self, f.name)
-            kinds = expected[f.name]
-            # bool is an int subclass: reject True for linger_ms and friends.
-            wrong_bool = isinstance(value, bool) and bool not in kinds
-            if not isinstance(value, kinds) or wrong_bool:
-                names = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
-                raise ConfigError(f"{f.name}={value!r} ({type(value).__name__}): expected {names}")
+        for name, value in self.policy_settings.items():
+            spec = _POLICY_OPTION_NAMED.get(name)
+            if spec is None:
+                raise UnknownName(
+                    f"{name!r} is no policy option of the drop-in clients; known: "
+                    f"{', '.join(POLICY_OPTION_NAMES)}"
+                )
+            spec.check(value)
+        for spec in CLIENT_OPTIONS:
+            spec.check(getattr(self, spec.name))
         if self.policy not in POLICIES:
-            raise ConfigError(f"policy={self.policy!r}: known policies: {', '.join(POLICIES)}")
+            raise ConfigError(
+                f"connection_policy={self.policy!r}: known policies: {', '.join(POLICIES)}"
+            )
+
+    @classmethod
+    def take(cls, kwargs: dict[str, Any]) -> PolicyOptions:
+        """Remove every drop-in keyword (:data:`DROP_IN_OPTIONS`) from ``kwargs``, a drop-in
+        client's constructor arguments, leaving aiokafka's; the options they give."""
+        settings = {
+            s.name: kwargs.pop(s.keyword) for s in DROP_IN_POLICY_OPTIONS if s.keyword in kwargs
+        }
+        own = {s.name: kwargs.pop(s.keyword) for s in CLIENT_OPTIONS if s.keyword in kwargs}
+        return cls(settings, **own)
+
+
+CLIENT_OPTIONS: tuple[OptionSpec, ...] = declared_options(PolicyOptions)
+"""The drop-in keywords that are no policy option (``policy_seed``, ``connection_policy``)."""
+DROP_IN_OPTIONS: tuple[OptionSpec, ...] = DROP_IN_POLICY_OPTIONS + CLIENT_OPTIONS
+"""Every keyword the drop-in clients take besides aiokafka's."""
+POLICY_OPTION_NAMES: tuple[str, ...] = tuple(s.keyword for s in DROP_IN_POLICY_OPTIONS)
+_POLICY_OPTION_NAMED: dict[str, OptionSpec] = {s.name: s for s in DROP_IN_POLICY_OPTIONS}
+
+
+def doc_tables() -> dict[str, str]:
+    """The tables ``docs/drop-in-clients.md`` embeds, by marker (see :func:`refresh_doc`)."""
+    return {
+        "drop-in options": options_markdown(
+            tuple(s for s in DROP_IN_OPTIONS if s.reach is Reach.DROP_IN)
+        ),
+        "drop-in test options": options_markdown(
+            tuple(s for s in DROP_IN_OPTIONS if s.reach is Reach.DROP_IN_TESTS)
+        ),
+    }
+
+
+def refresh_doc(path: Path) -> bool:
+    """Rewrite the generated tables in ``path`` (``docs/drop-in-clients.md``) from the
+    declarations; True if that changed the file."""
+    text = path.read_text()
+    new = text
+    for marker, block in doc_tables().items():
+        new = embed(new, marker, block)
+    if new != text:
+        path.write_text(new)
+    return new != text

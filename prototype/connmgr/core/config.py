@@ -1,8 +1,11 @@
 """Policy configuration: one frozen value, validated when built.
 
-Option names follow the Kafka client configuration keys they model (in snake case); options
-only the proposed policy reads are marked so. :func:`PolicyConfig.with_settings` applies
-``key=value`` strings (the CLI's ``--set``) with type checks and clear errors.
+Each field of :class:`PolicyConfig` but ``extra`` is a policy option, declared there once with
+its help text and where it can be set (:func:`~connmgr.core.options.option`);
+:data:`CONFIG_OPTIONS` derives the rest (parsing, drop-in keywords, help, docs tables) from
+those fields. Option names follow the Kafka client configuration keys they model (in snake
+case). :meth:`PolicyConfig.with_settings` applies ``key=value`` strings (the CLI's ``--set``)
+with type checks and clear errors.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connmgr.core.endpoint import Endpoint, parse_bootstrap
+from connmgr.core.endpoint import Endpoint
+from connmgr.core.options import BOOL, INT, OptionSpec, Reach, declared_options, option
 from connmgr.errors import ConfigError, UnknownName
 
 
@@ -26,40 +30,117 @@ class ClientKind(enum.Enum):
 class PolicyConfig:
     """Everything a policy needs to know about its client, apart from events.
 
-    Durations are in milliseconds. ``connections_max_idle_ms = -1`` disables idle expiry.
+    Durations are in milliseconds. Each option's meaning is its ``option(...)`` help.
     """
 
-    bootstrap: tuple[Endpoint, ...]
-    client: ClientKind = ClientKind.CONSUMER
-    connections_max_idle_ms: int = 540_000
-    reconnect_backoff_ms: int = 50
-    reconnect_backoff_max_ms: int = 1_000
-    bootstrap_offset: int | None = None
-    """Java clients start their least-loaded scan at a random offset; None draws it from the
-    policy's random source, an int pins it (to replay a recorded log)."""
-    replay_choices: tuple[int, ...] = ()
-    """Broker ids a recorded run chose at random for any-node requests, in order; a model
-    replays them instead of drawing (observing a real client's choices rather than loosening
-    a comparison). Empty: draw from the policy's random source."""
-    replay_telemetry: tuple[int, ...] = ()
-    """Where a recorded Java run sent its GetTelemetrySubscriptions request (node id), to
-    replay; empty: the model picks with ``leastLoadedNode``."""
+    bootstrap: tuple[Endpoint, ...] = field(
+        metadata=option("the bootstrap servers, host:port,host:port,...")
+    )
+    client: ClientKind = field(
+        default=ClientKind.CONSUMER, metadata=option("the client modelled: producer or consumer")
+    )
+    connections_max_idle_ms: int = field(
+        default=540_000,
+        metadata=option("close a connection idle this long (ms); -1 disables idle expiry"),
+    )
+    reconnect_backoff_ms: int = field(
+        default=50, metadata=option("wait before dialling a broker again after a failure (ms)")
+    )
+    reconnect_backoff_max_ms: int = field(
+        default=1_000, metadata=option("the most the reconnect backoff grows to (ms)")
+    )
+    bootstrap_offset: int | None = field(
+        default=None,
+        metadata=option(
+            "index of the bootstrap server tried first (Java clients start their "
+            "least-loaded scan at a random offset); none: drawn from the policy's random "
+            "source, an int pins it (to replay a recorded log)",
+            reach=Reach.DROP_IN_TESTS,
+            meaning="index of the bootstrap server tried first (pins the random start, to "
+            "replay a recorded run)",
+        ),
+    )
+    replay_choices: tuple[int, ...] = field(
+        default=(),
+        metadata=option(
+            "broker ids a recorded run chose at random for any-node requests, in order; a "
+            "model replays them instead of drawing (observing a real client's choices rather "
+            "than loosening a comparison); empty: draw from the policy's random source"
+        ),
+    )
+    replay_telemetry: tuple[int, ...] = field(
+        default=(),
+        metadata=option(
+            "where a recorded Java run sent its GetTelemetrySubscriptions request (node ids), "
+            "to replay; empty: the model picks with leastLoadedNode"
+        ),
+    )
     # Proposed policy only:
-    warm_up: bool = False
-    """Open the bootstrap connection when the client starts instead of on first need."""
-    share_coordinator: bool = False
-    """Send group requests on the coordinator broker's data connection."""
-    linger_ms: int = 3_000
-    """How long an unneeded, quiet connection stays open before prompt close."""
-    max_connections: int | None = None
-    """Socket budget: never more sockets than this (None: unlimited)."""
-    expected_cluster_id: str | None = None
-    """If set, adopt a bootstrap connection only when metadata reports this cluster id."""
-    adopt_unverified: bool = False
-    """Adopt a bootstrap connection whose host:port metadata gives to exactly one broker
-    even when no broker id was confirmed on the socket. Saves one dial per client start;
-    unsafe behind a proxy that changes what that host:port leads to between the dial and
-    the metadata answer (the property suite's counterexample, see docs/property-suite.md)."""
+    warm_up: bool = field(
+        default=False,
+        metadata=option(
+            "open the bootstrap connection when the client starts instead of on first need",
+            reach=Reach.DROP_IN,
+            meaning="bootstrap in `start()` (and fail there, as stock `start()` does, if no "
+            "server can be connected or answers within `request_timeout_ms`); by default "
+            "nothing is dialled until the first send or subscription needs metadata, or until "
+            "the client looks up a coordinator: a consumer with a `group_id` and a producer "
+            "with a `transactional_id` send their coordinator lookup from `start()`, together "
+            "with the first metadata request on the same connection (aiokafka would wait for "
+            "the metadata answer first: one round trip more at every start)",
+        ),
+    )
+    share_coordinator: bool = field(
+        default=False,
+        metadata=option(
+            "send group requests on the coordinator broker's data connection",
+            reach=Reach.DROP_IN,
+            meaning="send group requests on the coordinator broker's data connection instead "
+            "of a separate one (group requests then queue behind long-poll fetches)",
+        ),
+    )
+    linger_ms: int = field(
+        default=3_000,
+        metadata=option(
+            "how long an unneeded, quiet connection stays open before prompt close (ms)",
+            reach=Reach.DROP_IN,
+            meaning="how long a connection nothing needs stays open before it is closed",
+        ),
+    )
+    max_connections: int | None = field(
+        default=None,
+        metadata=option(
+            "socket budget: never more sockets than this (none: unlimited)",
+            reach=Reach.DROP_IN,
+            meaning="socket budget; never exceeded (quiet connections are closed to make "
+            "room, otherwise dials wait)",
+        ),
+    )
+    expected_cluster_id: str | None = field(
+        default=None,
+        metadata=option(
+            "if set, adopt a bootstrap connection only when metadata reports this cluster id",
+            reach=Reach.DROP_IN,
+            meaning="a bootstrap connection whose first Metadata answer (the request that "
+            "reveals the cluster id) names another cluster is never adopted and takes no "
+            "further request: it drains and closes",
+        ),
+    )
+    adopt_unverified: bool = field(
+        default=False,
+        metadata=option(
+            "adopt a bootstrap connection whose host:port metadata gives to exactly one "
+            "broker even when no broker id was confirmed on the socket (saves one dial per "
+            "client start; unsafe behind a proxy that changes what that host:port leads to, "
+            "see docs/property-suite.md)",
+            reach=Reach.DROP_IN,
+            meaning="adopt the bootstrap connection as the broker's whose host:port metadata "
+            "gives it, without the broker confirming its id (saves one dial per start; unsafe "
+            "behind a proxy whose routing changes, see [property-suite.md](property-suite.md))"
+            ". By default the bootstrap connection serves metadata until a broker connection "
+            "exists, then closes",
+        ),
+    )
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -93,48 +174,30 @@ class PolicyConfig:
         return None if self.connections_max_idle_ms == -1 else self.connections_max_idle_ms
 
     def with_settings(self, settings: Mapping[str, str]) -> PolicyConfig:
-        """A copy with ``settings`` (names of this class's fields, string values) applied."""
-        changes: dict[str, Any] = {}
-        fields = {f.name: f for f in dataclasses.fields(self) if f.name != "extra"}
+        """A copy with ``settings`` (option names, string values) applied: :class:`UnknownName`
+        listing the options for an unknown name, :class:`ConfigError` for a malformed value."""
+        changes: dict[str, Any] = {}  # values of the options' declared types
         for name, text in settings.items():
-            if name not in fields:
+            spec = _OPTION_NAMED.get(name)
+            if spec is None:
                 raise UnknownName(
-                    f"unknown policy option {name!r}; known: {', '.join(sorted(fields))}"
+                    f"unknown policy option {name!r}; known: {', '.join(sorted(_OPTION_NAMED))}"
                 )
-            changes[name] = coerce_option(name, self.__getattribute__(name), text)
+            changes[name] = spec.parse(text)
         return dataclasses.replace(self, **changes)
 
 
+CONFIG_OPTIONS: tuple[OptionSpec, ...] = declared_options(PolicyConfig)
+"""Every policy option, from :class:`PolicyConfig`'s fields, in field order."""
+DROP_IN_POLICY_OPTIONS: tuple[OptionSpec, ...] = tuple(s for s in CONFIG_OPTIONS if s.reach.drop_in)
+"""The policy options the drop-in clients take as keyword arguments."""
+_OPTION_NAMED: dict[str, OptionSpec] = {s.name: s for s in CONFIG_OPTIONS}
+
+
 def coerce_option(name: str, current: object, text: str) -> object:
-    """Convert ``text`` to the type of option ``name`` (judged by its current value)."""
-    lowered = text.strip().lower()
-    if name == "bootstrap":
-        return parse_bootstrap(text)
-    if name in ("replay_choices", "replay_telemetry"):
-        try:
-            return tuple(int(part) for part in text.split(",") if part.strip())
-        except ValueError:
-            raise ConfigError(f"{name}={text!r}: expected node ids like 3,1,-2") from None
-    if name == "client":
-        try:
-            return ClientKind(lowered)
-        except ValueError:
-            raise ConfigError(f"client={text!r}: expected producer or consumer") from None
-    if isinstance(current, bool):
-        if lowered in ("true", "1", "yes", "on"):
-            return True
-        if lowered in ("false", "0", "no", "off"):
-            return False
-        raise ConfigError(f"{name}={text!r}: expected true or false")
-    if lowered in ("none", "null", "") and name in (
-        "max_connections",
-        "bootstrap_offset",
-        "expected_cluster_id",
-    ):
-        return None
-    if name == "expected_cluster_id":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r}: expected an integer") from None
+    """Convert ``text`` to the type of option ``name``; for a name that is no policy option
+    (a scenario parameter), to the type of ``current``: bool or int."""
+    spec = _OPTION_NAMED.get(name)
+    if spec is not None:
+        return spec.parse(text)
+    return (BOOL if isinstance(current, bool) else INT).parse(name, text)
