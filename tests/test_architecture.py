@@ -18,10 +18,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prototype" / "connmgr"
 MAX_LINES = 600
 
 OVERSIZED: dict[str, str] = {
-    "bench/compare.py": "Spark aggregation and the comparison tables in one module; to be split "
-    "into aggregation and tables with typed rows (issue 17, item 5)",
-    "bench/report.py": "the report page, plots and regression flags in one module; to be split "
-    "(issue 17, item 5)",
     "core/policy.py": "the base policy: event dispatch, request queue and connection "
     "bookkeeping; the connection table moves out with the driver contract (issue 17, item 3)",
     "testing/machines.py": "the agreement machines and their invariants; the invariants move "

@@ -1,6 +1,7 @@
 """The report's plots, drawn headless (matplotlib's Agg canvas, no pyplot state).
 
-Each function takes rows already aggregated by the Spark job (plain mappings), writes one PNG
+Each function takes rows already aggregated by the Spark job (the typed values of
+:mod:`connmgr.bench.summaries`), writes one PNG
 and returns its path, or returns None when the rows hold nothing to draw. Colours are fixed
 per policy across plots: the proposal is always the first colour.
 """
@@ -10,12 +11,13 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from connmgr.bench.report import PROPOSED
+from connmgr.bench.metrics import PROPOSED
 from connmgr.bench.schema import ROLES
+from connmgr.bench.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
 
 MAX_PANELS = 9
 _KNOWN_COLOURS = {
@@ -39,9 +41,20 @@ def colour(policy: str) -> str:
     return _OTHER_COLOURS[zlib.crc32(policy.encode()) % len(_OTHER_COLOURS)]
 
 
-def _policies(rows: Iterable[Mapping[str, Any]], key: str = "policy") -> list[str]:
-    names = {str(r[key]) for r in rows}
-    return sorted(names, key=lambda p: (p != PROPOSED, p))
+class _Panelled(Protocol):
+    """A row that belongs to a (kind, scenario) panel at a broker count."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def brokers(self) -> int: ...
+
+
+def _policies(names: Iterable[str]) -> list[str]:
+    """The distinct policies (or baselines), the proposal first."""
+    return sorted(set(names), key=lambda p: (p != PROPOSED, p))
 
 
 def _figure(panels: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, list[Any]]:
@@ -64,20 +77,20 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _panels(rows: Sequence[Mapping[str, Any]], *, several_sizes: bool) -> list[tuple[str, str]]:
+def _panels(rows: Sequence[_Panelled], *, several_sizes: bool) -> list[tuple[str, str]]:
     """(kind, scenario) panels, those with the most broker counts first, at most
     :data:`MAX_PANELS`; with ``several_sizes``, only those with more than one broker count
     (unless none has)."""
     sizes: dict[tuple[str, str], set[Any]] = {}
     for r in rows:
-        sizes.setdefault((r["kind"], r["scenario"]), set()).add(r["brokers"])
+        sizes.setdefault((r.kind, r.scenario), set()).add(r.brokers)
     ranked = sorted(sizes, key=lambda k: (-len(sizes[k]), k))
     if several_sizes and len(sizes[ranked[0]]) > 1:
         ranked = [k for k in ranked if len(sizes[k]) > 1]
     return ranked[:MAX_PANELS]
 
 
-def sockets_vs_brokers(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+def sockets_vs_brokers(rows: Sequence[BrokerSockets], path: Path) -> Path | None:
     """Median peak (solid) and steady (dashed) sockets against broker count (log x), one line
     per policy, one panel per (kind, scenario). Rows: the ``sockets-by-brokers`` table."""
     if not rows:
@@ -85,11 +98,9 @@ def sockets_vs_brokers(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | 
     panels = _panels(rows, several_sizes=True)
     fig, axes = _figure(len(panels))
     for ax, (kind, scenario) in zip(axes, panels, strict=True):
-        mine = [r for r in rows if (r["kind"], r["scenario"]) == (kind, scenario)]
-        for policy in _policies(mine):
-            pts = sorted(
-                (r["brokers"], r["peak"], r["steady"]) for r in mine if r["policy"] == policy
-            )
+        mine = [r for r in rows if (r.kind, r.scenario) == (kind, scenario)]
+        for policy in _policies(r.policy for r in mine):
+            pts = sorted((r.brokers, r.peak, r.steady) for r in mine if r.policy == policy)
             xs = [p[0] for p in pts]
             ax.plot(xs, [p[1] for p in pts], "o-", color=colour(policy), label=policy)
             ax.plot(xs, [p[2] for p in pts], "x--", color=colour(policy), alpha=0.6)
@@ -102,23 +113,21 @@ def sockets_vs_brokers(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | 
     return _save(fig, path)
 
 
-def sockets_by_role(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+def sockets_by_role(rows: Sequence[RoleSockets], path: Path) -> Path | None:
     """Stacked bars: sockets opened by role, per policy, one panel per (kind, scenario) (mean
     over the scenario's points of the median). Rows: the ``sockets-by-role`` table."""
-    measured = [r for r in rows if any(r[f"opened_{role}"] is not None for role in ROLES)]
+    measured = [r for r in rows if any(r.opened[role] is not None for role in ROLES)]
     if not measured:
         return None
     rows = measured
     panels = _panels(rows, several_sizes=False)
     fig, axes = _figure(len(panels))
     for ax, (kind, scenario) in zip(axes, panels, strict=True):
-        mine = [r for r in rows if (r["kind"], r["scenario"]) == (kind, scenario)]
-        policies = _policies(mine)
+        mine = [r for r in rows if (r.kind, r.scenario) == (kind, scenario)]
+        policies = _policies(r.policy for r in mine)
         bottom = [0.0] * len(policies)
         for role in ROLES:
-            heights = [
-                _mean(r[f"opened_{role}"] for r in mine if r["policy"] == p) for p in policies
-            ]
+            heights = [_mean(r.opened[role] for r in mine if r.policy == p) for p in policies]
             ax.bar(policies, heights, bottom=bottom, label=role, color=_ROLE_COLOURS[role])
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set_title(f"{scenario} ({kind})", fontsize=10)
@@ -129,30 +138,31 @@ def sockets_by_role(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | Non
     return _save(fig, path)
 
 
-def latency(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+def latency(rows: Sequence[ClientTimings], path: Path) -> Path | None:
     """Box plots of time to first ack (producers) and first consume (consumers) per client,
-    grouped by RTT. Rows: raw result rows with ``rtt_ms``, ``policy``, ``ttfa_ms``,
-    ``ttfc_ms``."""
+    grouped by RTT. Rows: the result rows that have a timing."""
     metrics = [
         (m, label)
         for m, label in (
             ("ttfa_ms", "time to first ack, ms"),
             ("ttfc_ms", "time to first consume, ms"),
         )
-        if any(r[m] is not None for r in rows)
+        if any(r.timing(m) is not None for r in rows)
     ]
     if not metrics:
         return None
     fig, axes = _figure(len(metrics), width=6.5)
     for ax, (m, label) in zip(axes, metrics, strict=True):
-        mine = [r for r in rows if r[m] is not None]
-        rtts = sorted({float(r["rtt_ms"]) for r in mine})
-        policies = _policies(mine)
+        mine = [r for r in rows if r.timing(m) is not None]
+        rtts = sorted({float(r.rtt_ms) for r in mine})
+        policies = _policies(r.policy for r in mine)
         width = 0.8 / len(policies)
         for j, policy in enumerate(policies):
             data, positions = [], []
             for i, rtt in enumerate(rtts):
-                values = [r[m] for r in mine if r["policy"] == policy and float(r["rtt_ms"]) == rtt]
+                values = [
+                    r.timing(m) for r in mine if r.policy == policy and float(r.rtt_ms) == rtt
+                ]
                 if values:
                     data.append(values)
                     positions.append(i - 0.4 + width * (j + 0.5))
@@ -176,21 +186,23 @@ def latency(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def throughput(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+def throughput(rows: Sequence[ClientTimings], path: Path) -> Path | None:
     """Bars of median throughput per client with the min-max over repeats, one group per
-    point. Rows: raw result rows with ``point``, ``policy``, ``throughput_rps``."""
-    mine = [r for r in rows if r["throughput_rps"] is not None]
+    point. Rows: the result rows that have a timing or a throughput."""
+    mine = [r for r in rows if r.throughput_rps is not None]
     if not mine:
         return None
-    points = sorted({str(r["point"]) for r in mine})
-    policies = _policies(mine)
+    points = sorted({str(r.point) for r in mine})
+    policies = _policies(r.policy for r in mine)
     fig, (ax,) = _figure(1, width=max(6.0, 1.8 * len(points) * max(1, len(policies)) / 2))
     width = 0.8 / len(policies)
     for j, policy in enumerate(policies):
         xs, ys, lo, hi = [], [], [], []
         for i, point in enumerate(points):
             values = [
-                r["throughput_rps"] for r in mine if r["policy"] == policy and r["point"] == point
+                r.throughput_rps
+                for r in mine
+                if r.throughput_rps is not None and r.policy == policy and r.point == point
             ]
             if values:
                 med = statistics.median(values)
@@ -208,17 +220,15 @@ def throughput(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def sweep_savings(rows: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+def sweep_savings(rows: Sequence[SweepSaving], path: Path) -> Path | None:
     """Share of peak (solid) and steady (dashed) sockets saved against each baseline, by
-    broker count (log x). Rows: the ``sweep-savings`` table."""
+    broker count (log x). Rows: the sweep's savings per baseline and broker bin."""
     if not rows:
         return None
-    baselines = _policies(rows, "baseline")
+    baselines = _policies(r.baseline for r in rows)
     fig, (ax,) = _figure(1, width=7.0, height=4.2)
     for b in baselines:
-        pts = sorted(
-            (r["brokers"], r["peak_saving"], r["steady_saving"]) for r in rows if r["baseline"] == b
-        )
+        pts = sorted((r.brokers, r.peak_saving, r.steady_saving) for r in rows if r.baseline == b)
         xs = [p[0] for p in pts]
         ax.plot(xs, [_pct(p[1]) for p in pts], "o-", color=colour(b), label=f"vs {b}")
         ax.plot(xs, [_pct(p[2]) for p in pts], "x--", color=colour(b), alpha=0.6)

@@ -17,9 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report import Table, make_table
 from connmgr.bench.rows import RunMeta
 from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.table import Table, make_table
 from connmgr.testing.evidence import (
     MUTANT_BASELINE,
     MUTANTS,

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report import format_cell
 from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.table import format_cell
 from connmgr.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -231,3 +231,28 @@ def _coerce(column: Column, value: Any) -> Any:
 def json_text(value: Mapping[str, Any]) -> str:
     """Canonical JSON for the schema's JSON-valued string columns."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def columns_markdown() -> str:
+    """The results schema as a Markdown table, for ``docs/results-schema.md`` (a test keeps
+    the doc's copy equal to this)."""
+    lines = ["| column | type | nullable | meaning |", "|---|---|---|---|"]
+    for c in COLUMNS:
+        doc = c.doc.replace("|", "\\|")
+        lines.append(f"| `{c.name}` | {c.type.value} | {'yes' if c.nullable else 'no'} | {doc} |")
+    return "\n".join(lines)
+
+
+COLUMNS_BEGIN = "<!-- BEGIN columns -->\n"
+COLUMNS_END = "\n<!-- END columns -->"
+
+
+def update_columns_doc(path: Path) -> bool:
+    """Rewrite the block between the ``columns`` markers of ``path`` with
+    :func:`columns_markdown`; True if it changed."""
+    text = path.read_text()
+    head, rest = text.split(COLUMNS_BEGIN, 1)
+    _, tail = rest.split(COLUMNS_END, 1)
+    new = head + COLUMNS_BEGIN + columns_markdown() + COLUMNS_END + tail
+    path.write_text(new)
+    return new != text

@@ -1,0 +1,49 @@
+"""What the comparison job compares, and the rules by which the proposal regresses.
+
+A ``proposed`` row is paired with every other policy's row of the same ``(kind, point,
+repeat)``; the metrics below get a ratio proposed / baseline per pair. A ``(kind, point,
+baseline)`` regresses when the proposal's median ``opened``, ``peak`` or ``steady`` is above
+the baseline's (sockets are exact: no tolerance), when its median time-to-first-ack or
+-consume ratio is above ``1 + tolerance`` and the medians differ by more than
+:data:`TIMING_SLACK_MS`, or when its median throughput ratio is below ``1 - tolerance``.
+"""
+
+from __future__ import annotations
+
+PROPOSED = "proposed"
+"""The policy every other policy (the baselines) is compared with."""
+METRICS = ("opened", "peak", "steady", "handshakes", "ttfa_ms", "ttfc_ms", "throughput_rps")
+"""The paired metrics: a ratio proposed / baseline is computed for each."""
+SOCKET_METRICS = ("opened", "peak", "steady")
+"""Regress when the proposal's median is above the baseline's: sockets are exact."""
+TIMING_METRICS = ("ttfa_ms", "ttfc_ms")
+"""Regress when the median ratio is above 1 + tolerance."""
+THROUGHPUT_METRICS = ("throughput_rps",)
+"""Regress when the median ratio is below 1 - tolerance."""
+RULED_METRICS = SOCKET_METRICS + TIMING_METRICS + THROUGHPUT_METRICS
+"""The metrics a regression rule applies to, in the order flags are reported."""
+
+TIMING_SLACK_MS = 5.0
+"""A time-to-first-ack/consume regression must also be this many ms slower (medians): on
+loopback a millisecond is noise, and a ratio of two 4-ms figures swings by a third."""
+
+POINT_PARAMS = (
+    "scenario",
+    "client",
+    "brokers",
+    "bootstrap_size",
+    "leaders",
+    "coordinator_shared",
+    "idle_disabled",
+    "rtt_ms",
+)
+"""Columns every row of one (kind, point) must agree on."""
+
+
+def regression_rules(tolerance: float) -> dict[str, str]:
+    """Metric → the rule a regression of it breaks (in :data:`RULED_METRICS` order)."""
+    return {
+        **{m: "proposed median above baseline median (sockets: exact)" for m in SOCKET_METRICS},
+        **{m: f"median ratio above {1 + tolerance:g} and > 5 ms slower" for m in TIMING_METRICS},
+        **{m: f"median ratio below {1 - tolerance:g}" for m in THROUGHPUT_METRICS},
+    }

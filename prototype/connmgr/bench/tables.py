@@ -1,0 +1,404 @@
+"""The comparison report's tables, built from the typed aggregates
+(:mod:`connmgr.bench.summaries`) and the micro-benchmarks (:mod:`connmgr.bench.micro`).
+
+Each builder returns a :class:`~connmgr.bench.table.Table` whose rows are sorted so that a
+report is a function of its input alone (nulls last). Nothing here needs Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from connmgr.bench.metrics import METRICS, RULED_METRICS, SOCKET_METRICS, TIMING_METRICS
+from connmgr.bench.micro import MicroBenchmark
+from connmgr.bench.schema import ROLES, ColumnType
+from connmgr.bench.summaries import (
+    BaselineHeadline,
+    BrokerSockets,
+    KindSummary,
+    PairSummary,
+    Regression,
+    RoleSockets,
+    SweepSaving,
+)
+from connmgr.bench.table import Table, make_table
+
+_S, _L, _D, _B = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE, ColumnType.BOOL
+
+POINT_COLUMNS = (
+    ("kind", _S),
+    ("scenario", _S),
+    ("point", _S),
+    ("baseline", _S),
+    ("client", _S),
+    ("brokers", _L),
+    ("bootstrap_size", _L),
+    ("leaders", _L),
+    ("coordinator_shared", _B),
+    ("idle_disabled", _B),
+    ("rtt_ms", _D),
+    ("repeats", _L),
+)
+COMPARISON_COLUMNS = (
+    *POINT_COLUMNS,
+    *(
+        (f"{m}_{what}", _D)
+        for m in METRICS
+        for what in ("proposed", "baseline", "ratio", "ratio_min", "ratio_max")
+    ),
+    *((f"worse_{m}", _B) for m in RULED_METRICS),
+    ("regressed", _B),
+)
+"""One row per (kind, point, baseline): medians over the paired repeats."""
+
+_ORDER = ("kind", "scenario", "brokers", "rtt_ms", "point", "baseline")
+
+
+def _sorted(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> list[Mapping[str, Any]]:
+    # Nulls last; (0, value) and (1,) never compare a value with a placeholder.
+    return sorted(rows, key=lambda r: tuple((1,) if r[k] is None else (0, r[k]) for k in keys))
+
+
+def comparison_table(rows: Iterable[PairSummary]) -> Table:
+    """Every (kind, point, baseline) with all its medians, ratios and flags (linked only)."""
+    return make_table(
+        "comparison",
+        "Every comparison (sim and real)",
+        "One row per (kind, point, baseline): for each metric, the medians of both sides over "
+        "the paired repeats, the median ratio proposed / baseline and its min and max, and the "
+        "regression flags.",
+        COMPARISON_COLUMNS,
+        _sorted((r.record() for r in rows), _ORDER),
+        embed=False,
+    )
+
+
+def sockets_table(rows: Iterable[PairSummary]) -> Table:
+    """Socket medians of both sides per (kind, point, baseline), and the peak ratio."""
+    cols = (
+        ("kind", _S),
+        ("scenario", _S),
+        ("brokers", _L),
+        ("point", _S),
+        ("baseline", _S),
+        ("repeats", _L),
+        *(
+            (f"{m}_{side}", _D)
+            for m in (*SOCKET_METRICS, "handshakes")
+            for side in ("proposed", "baseline")
+        ),
+        ("peak_ratio", _D),
+        ("peak_ratio_min", _D),
+        ("peak_ratio_max", _D),
+    )
+    return make_table(
+        "sockets",
+        "Sockets per scenario: proposed vs each baseline",
+        "Medians over repeats of sockets opened, open at the peak and at the end (steady), and "
+        "connection set-ups (handshakes), for the proposal and each baseline policy (sim) or "
+        "real client (real); the peak ratio proposed / baseline with its spread over repeats.",
+        cols,
+        _sorted((r.record() for r in rows), _ORDER),
+    )
+
+
+def roles_table(rows: Iterable[RoleSockets]) -> Table:
+    """Sockets opened and open at the end by role, per point and policy."""
+    return make_table(
+        "sockets-by-role",
+        "Sockets by role",
+        "Per point and policy: median sockets opened and open at the end, by the role the "
+        "connection played (bootstrap, data, coordination).",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("brokers", _L),
+            ("point", _S),
+            ("policy", _S),
+            ("repeats", _L),
+            *((f"{w}_{role}", _D) for w in ("opened", "steady") for role in ROLES),
+        ),
+        _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
+    )
+
+
+def brokers_table(rows: Iterable[BrokerSockets]) -> Table:
+    """Socket medians per kind, scenario, policy and broker count."""
+    return make_table(
+        "sockets-by-brokers",
+        "Sockets by cluster size",
+        "Per kind, scenario, policy and broker count: medians over every point and repeat. "
+        "The sweep's broker counts are binned (lower edges 1, 3, 5, 10, 20, 50, ...).",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("policy", _S),
+            ("brokers", _L),
+            ("points", _L),
+            ("runs", _L),
+            ("opened", _D),
+            ("peak", _D),
+            ("steady", _D),
+        ),
+        _sorted((r.record() for r in rows), ("kind", "scenario", "policy", "brokers")),
+    )
+
+
+def latency_table(rows: Iterable[PairSummary]) -> Table:
+    """One row per (timing metric, kind, point, baseline) that has the timing."""
+    long = [
+        {
+            **r.record(),
+            "metric": m,
+            "proposed_ms": r.metrics[m].proposed,
+            "baseline_ms": r.metrics[m].baseline,
+            "ratio": r.metrics[m].ratio,
+            "ratio_min": r.metrics[m].ratio_min,
+            "ratio_max": r.metrics[m].ratio_max,
+        }
+        for r in rows
+        for m in TIMING_METRICS
+        if r.metrics[m].ratio is not None
+    ]
+    return make_table(
+        "latency",
+        "Time to first ack / first consume, by RTT",
+        "Real clients: median time from start to the first acknowledged record (ttfa_ms, "
+        "producers) or the first consumed record (ttfc_ms, consumers), and the median ratio "
+        "proposed / baseline with its spread over repeats.",
+        (
+            ("metric", _S),
+            ("kind", _S),
+            ("scenario", _S),
+            ("client", _S),
+            ("rtt_ms", _D),
+            ("point", _S),
+            ("baseline", _S),
+            ("repeats", _L),
+            ("proposed_ms", _D),
+            ("baseline_ms", _D),
+            ("ratio", _D),
+            ("ratio_min", _D),
+            ("ratio_max", _D),
+        ),
+        _sorted(long, ("metric", "kind", "scenario", "rtt_ms", "point", "baseline")),
+    )
+
+
+def throughput_table(rows: Iterable[PairSummary]) -> Table:
+    """The (kind, point, baseline)s that measured throughput: medians and ratio."""
+    ab = [r.record() for r in rows if r.metrics["throughput_rps"].ratio is not None]
+    return make_table(
+        "throughput",
+        "Throughput A/B",
+        "Records acknowledged per second, the proposal and a baseline client taking turns on "
+        "the same cluster: medians over repeats and the median ratio with its spread.",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("point", _S),
+            ("baseline", _S),
+            ("repeats", _L),
+            ("throughput_rps_proposed", _D),
+            ("throughput_rps_baseline", _D),
+            ("throughput_rps_ratio", _D),
+            ("throughput_rps_ratio_min", _D),
+            ("throughput_rps_ratio_max", _D),
+        ),
+        _sorted(ab, _ORDER),
+    )
+
+
+def sweep_savings_table(rows: Iterable[SweepSaving]) -> Table:
+    """The sweep's savings per baseline and broker-count bin."""
+    return make_table(
+        "sweep-savings",
+        "Sweep: savings by broker count",
+        "Over the sweep's points whose broker count falls in each bin (brokers = the bin's "
+        "lower edge, bins in 1-2-5 steps): the share of sockets the proposal "
+        "saves against each baseline (1 - median over points of the median ratio; negative "
+        "means more), the median peak on both sides, and the points that regressed.",
+        (
+            ("baseline", _S),
+            ("brokers", _L),
+            ("points", _L),
+            ("opened_saving", _D),
+            ("peak_saving", _D),
+            ("steady_saving", _D),
+            ("peak_proposed", _D),
+            ("peak_baseline", _D),
+            ("regressed_points", _L),
+        ),
+        _sorted((r.record() for r in rows), ("baseline", "brokers")),
+    )
+
+
+def headline_table(rows: Iterable[BaselineHeadline]) -> Table:
+    """Per kind and baseline: median and worst ratios, and the points that regressed."""
+    return make_table(
+        "headline",
+        "Headline: the proposal against each baseline",
+        "Per kind and baseline, over every point: the median and the worst (largest) of the "
+        "points' median ratios proposed / baseline, and the points that regressed.",
+        (
+            ("kind", _S),
+            ("baseline", _S),
+            ("points", _L),
+            ("opened_ratio", _D),
+            ("peak_ratio", _D),
+            ("peak_ratio_worst", _D),
+            ("steady_ratio", _D),
+            ("steady_ratio_worst", _D),
+            ("ttfa_ms_ratio", _D),
+            ("ttfc_ms_ratio", _D),
+            ("throughput_rps_ratio", _D),
+            ("regressed_points", _L),
+        ),
+        _sorted((r.record() for r in rows), ("kind", "baseline")),
+    )
+
+
+def runs_table(rows: Iterable[KindSummary]) -> Table:
+    """Result rows, points, policies, repeats and wall time per kind."""
+    return make_table(
+        "runs",
+        "What ran",
+        "Result rows per kind: grid points, policies or clients, repeats, and the summed wall "
+        "time of the runs.",
+        (
+            ("kind", _S),
+            ("rows", _L),
+            ("points", _L),
+            ("policies", _S),
+            ("repeats", _L),
+            ("wall_s", _D),
+        ),
+        _sorted((r.record() for r in rows), ("kind",)),
+    )
+
+
+def regressions_table(regressions: Sequence[Regression]) -> Table:
+    """One row per regression, in the order given."""
+    return make_table(
+        "regressions",
+        "Regressions",
+        "Every (kind, point, baseline, metric) on which the proposal is worse than the rule "
+        "allows.",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("point", _S),
+            ("baseline", _S),
+            ("metric", _S),
+            ("proposed", _D),
+            ("baseline_value", _D),
+            ("ratio", _D),
+            ("rule", _S),
+        ),
+        (asdict(r) for r in regressions),
+    )
+
+
+def _micro_record(b: MicroBenchmark, per: int = 1) -> dict[str, Any]:
+    return {
+        "benchmark": b.name,
+        "group": b.group,
+        "policy": b.policy,
+        "rounds": b.rounds,
+        "file": b.file.name,
+        **{
+            f"{k}_us": getattr(b, f"{k}_s") * 1e6 / per
+            for k in ("mean", "median", "stddev", "min", "max")
+        },
+    }
+
+
+def decision_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
+    """The ``decision`` group: µs per policy decision."""
+    recs = [
+        {
+            **_micro_record(b, int(b.extra_info.get("decisions", 1))),
+            "decisions": int(b.extra_info.get("decisions", 1)),
+        }
+        for b in benchmarks
+        if b.group == "decision"
+    ]
+    return make_table(
+        "decision-cost",
+        "Decision cost",
+        "pytest-benchmark, group `decision`: time per policy decision in µs (a round's time "
+        "divided by `extra_info.decisions`, 1 if absent).",
+        (
+            ("benchmark", _S),
+            ("policy", _S),
+            ("rounds", _L),
+            ("decisions", _L),
+            ("mean_us", _D),
+            ("median_us", _D),
+            ("stddev_us", _D),
+            ("min_us", _D),
+            ("max_us", _D),
+            ("file", _S),
+        ),
+        sorted(recs, key=lambda r: (str(r["policy"]), r["benchmark"])),
+    )
+
+
+def simulator_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
+    """The ``simulator`` group: events per second."""
+    recs = [
+        {
+            "benchmark": b.name,
+            "policy": b.policy,
+            "rounds": b.rounds,
+            "events": int(b.extra_info["events"]),
+            "mean_s": b.mean_s,
+            "median_s": b.median_s,
+            "events_per_s": b.extra_info["events"] / b.mean_s,
+            "events_per_s_median": b.extra_info["events"] / b.median_s,
+            "file": b.file.name,
+        }
+        for b in benchmarks
+        if b.group == "simulator"
+    ]
+    return make_table(
+        "simulator-speed",
+        "Simulator speed",
+        "pytest-benchmark, group `simulator`: events per second (`extra_info.events` per "
+        "round over the round's mean, and over its median).",
+        (
+            ("benchmark", _S),
+            ("policy", _S),
+            ("rounds", _L),
+            ("events", _L),
+            ("mean_s", _D),
+            ("median_s", _D),
+            ("events_per_s", _D),
+            ("events_per_s_median", _D),
+            ("file", _S),
+        ),
+        sorted(recs, key=lambda r: (str(r["policy"]), r["benchmark"])),
+    )
+
+
+def other_micro_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
+    """Every other micro-benchmark: µs per round."""
+    recs = [_micro_record(b) for b in benchmarks if b.group not in ("decision", "simulator")]
+    return make_table(
+        "micro-other",
+        "Other micro-benchmarks",
+        "pytest-benchmark results outside the decision and simulator groups: µs per round.",
+        (
+            ("benchmark", _S),
+            ("group", _S),
+            ("policy", _S),
+            ("rounds", _L),
+            ("mean_us", _D),
+            ("median_us", _D),
+            ("stddev_us", _D),
+            ("file", _S),
+        ),
+        sorted(recs, key=lambda r: (str(r["group"]), r["benchmark"])),
+    )

@@ -1,0 +1,72 @@
+"""The typed aggregates between the comparison's stages: a Spark row becomes a value and
+back without losing or renaming a column, and the old import paths still name the same
+objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connmgr.bench import compare, report
+from connmgr.bench.metrics import RULED_METRICS
+from connmgr.bench.summaries import PairSummary, RoleSockets, regressions_of
+from connmgr.bench.tables import COMPARISON_COLUMNS, roles_table
+
+
+def comparison_record(**worse: bool) -> dict[str, Any]:
+    """A row as ``pair_summary`` returns it, every value distinct."""
+    row: dict[str, Any] = {}
+    for i, (name, _) in enumerate(COMPARISON_COLUMNS):
+        row[name] = float(i) if name.endswith(("_ratio", "_min", "_max", "_proposed")) else i
+    row |= {
+        "kind": "sim",
+        "scenario": "s",
+        "point": "p",
+        "baseline": "b",
+        "client": "producer",
+        "coordinator_shared": False,
+        "idle_disabled": True,
+        "regressed": any(worse.values()),
+    }
+    row |= {f"worse_{m}": worse.get(m, False) for m in RULED_METRICS}
+    return row
+
+
+def test_a_pair_summary_keeps_every_comparison_column() -> None:
+    record = comparison_record(peak=True, throughput_rps=True)
+    summary = PairSummary.from_record(record)
+    assert summary.worse == ("peak", "throughput_rps")
+    assert summary.record() == record
+    assert list(summary.record()) == [n for n, _ in COMPARISON_COLUMNS]
+
+
+def test_regressions_from_values_and_from_mappings_agree() -> None:
+    record = comparison_record(steady=True, ttfa_ms=True)
+    from_map = regressions_of([record], 0.25)
+    assert from_map == regressions_of([PairSummary.from_record(record)], 0.25)
+    assert [r.metric for r in from_map] == ["steady", "ttfa_ms"]
+    assert from_map[0].proposed == record["steady_proposed"]
+
+
+def test_role_sockets_flatten_to_the_role_table_columns() -> None:
+    record = {
+        "kind": "sim",
+        "scenario": "s",
+        "point": "p",
+        "policy": "proposed",
+        "brokers": 3,
+        "repeats": 2,
+        **{f"{w}_{r}": 1.0 for w in ("opened", "steady") for r in ("bootstrap", "data")},
+        "opened_coordination": None,
+        "steady_coordination": None,
+    }
+    roles = RoleSockets.from_record(record)
+    assert roles.opened["coordination"] is None
+    (row,) = roles_table([roles]).records()
+    assert row == record
+
+
+def test_the_old_import_paths_name_the_same_objects() -> None:
+    assert compare.load_results.__module__ == "connmgr.bench.load"
+    assert compare.pair_summary.__module__ == "connmgr.bench.aggregation"
+    for name in report.__all__:
+        assert getattr(report, name) is not None, name
