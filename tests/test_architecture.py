@@ -22,8 +22,6 @@ OVERSIZED: dict[str, str] = {
     "bookkeeping; the connection table moves out with the driver contract (issue 17, item 3)",
     "testing/machines.py": "the agreement machines and their invariants; the invariants move "
     "to a module of their own with the driver contract (issue 17)",
-    "java/probe.py": "being split (issue 17, item 5)",
-    "realkafka.py": "being split into a package (issue 17, item 5)",
 }
 """Modules allowed over :data:`MAX_LINES` for now, each with why."""
 

@@ -60,7 +60,7 @@ class Cluster:
 
     def __init__(self, brokers: int, log: Path) -> None:
         exe = shutil.which("connmgr")
-        command = [exe] if exe else [sys.executable, "-m", "connmgr.realkafka_cli"]
+        command = [exe] if exe else [sys.executable, "-m", "connmgr.realkafka.cli"]
         if exe:
             command.append("cluster")
         command += ["--brokers", str(brokers)]

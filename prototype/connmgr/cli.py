@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["cluster"]:
         # Its own parser (it starts JVMs): `connmgr cluster --help` explains.
-        from connmgr.realkafka_cli import cluster_command
+        from connmgr.realkafka.cli import cluster_command
 
         return cluster_command(argv[1:])
     args = _parser().parse_args(argv)

@@ -8,6 +8,7 @@ sockets. Both data sources -- psutil and the /proc fallback -- are exercised.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
-from connmgr.aio import kernel
+from connmgr import kernel
 from connmgr.aio.kernel import (
     AccountingMismatch,
     averify_against_kernel,
@@ -24,6 +25,7 @@ from connmgr.aio.kernel import (
 )
 from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
+from connmgr.kernel import kernel_sockets
 from connmgr.ledger import ConnectionLedger
 
 pytestmark = pytest.mark.embedded
@@ -71,6 +73,21 @@ def test_counts_own_client_sockets_by_remote_address(cluster: MockCluster, sourc
         assert b3 not in counts
         assert kernel_connections([b2]) == Counter({b2: 1})
     assert kernel_connections(listeners.values()) == Counter()
+
+
+def test_a_process_by_pid_is_scanned_as_this_process_is(cluster: MockCluster, source: str) -> None:
+    """The Java probe's per-pid scan (:func:`kernel_sockets`) is the same scan: asked for this
+    process's pid, it finds what :func:`kernel_connections` counts."""
+    listeners = cluster.listeners()
+    b1, b2 = listeners[1], listeners[2]
+    with ExitStack() as stack:
+        _open(stack, b1, b1, b2)
+        sample = kernel_sockets(os.getpid(), listeners)
+        assert sample.count == 3
+        assert Counter((ip, port) for ip, port, _ in sample.sockets) == kernel_connections(
+            listeners.values()
+        )
+        assert {state for _, _, state in sample.sockets} == {"ESTABLISHED"}
 
 
 def test_server_side_sockets_are_not_counted(cluster: MockCluster, source: str) -> None:

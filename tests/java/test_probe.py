@@ -47,7 +47,7 @@ from connmgr.java import (
     kernel_sampler,
     run_probe,
 )
-from connmgr.java.probe import default_probe_dir
+from connmgr.java.build import default_probe_dir
 from connmgr.javalog import parse_connection_events, parse_connections
 
 pytestmark = pytest.mark.java

@@ -22,7 +22,6 @@ from typing import Any
 import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from connmgr import realkafka
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel, kernel_connections
 from connmgr.aio.observe import expected_stock_sequence, observed_consumer, observed_producer
@@ -35,9 +34,11 @@ from connmgr.realkafka import (
     RealKafkaError,
     java_string_hash,
     offsets_partition_for,
+    process,
     resolve_broker_classpath,
 )
-from connmgr.realkafka_cli import cluster_command, parse_broker_config
+from connmgr.realkafka import cluster as cluster_module
+from connmgr.realkafka.cli import cluster_command, parse_broker_config
 
 from .conftest import java_children
 
@@ -424,14 +425,14 @@ def test_a_port_taken_twice_is_reported_with_the_node_log(monkeypatch: pytest.Mo
         squatter.listen()
         taken = squatter.getsockname()[1]
         attempts: list[list[int]] = []
-        original = realkafka._reserve_ports
+        original = process.reserve_ports
 
         def reserve(count: int) -> list[int]:
             ports = [*original(count - 1), taken]  # the last node's controller port
             attempts.append(ports)
             return ports
 
-        monkeypatch.setattr(realkafka, "_reserve_ports", reserve)
+        monkeypatch.setattr(cluster_module, "reserve_ports", reserve)
         cluster = KafkaCluster(1)
         t = time.monotonic()
         with pytest.raises(
@@ -495,7 +496,7 @@ def test_the_next_start_reaps_a_cluster_whose_owner_died() -> None:
         assert any(str(workdir) in part for part in alive[0].cmdline())
     finally:
         # What KafkaCluster.start() runs first; called directly to spare a start-up.
-        reaped = realkafka._reap_orphans(workdir.parent)
+        reaped = process.reap_orphans(workdir.parent)
     assert workdir in reaped
     assert not workdir.exists()
     with contextlib.suppress(psutil.NoSuchProcess):
@@ -541,7 +542,7 @@ def test_broker_config_reaches_every_nodes_properties() -> None:
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_broker_config(["=2"])
     cluster = KafkaCluster(1, properties=properties)
-    node = realkafka._Node(node_id=1, port=1, controller_port=2, directory=Path("/nonexistent"))
+    node = process.Node(node_id=1, port=1, controller_port=2, directory=Path("/nonexistent"))
     cluster._nodes = [node]
     lines = cluster._server_properties(node).splitlines()
     assert "num.partitions=2" in lines and "num.partitions=1" not in lines

@@ -20,7 +20,10 @@ from typing import Any
 
 from connmgr.core.identity import COORDINATOR_ID_BASE
 from connmgr.embedded import MockCluster
-from connmgr.java.probe import JavaRun, build_probe, cross_check, kernel_sampler, run_probe
+from connmgr.java.build import build_probe
+from connmgr.java.crosscheck import cross_check
+from connmgr.java.probe import kernel_sampler, run_probe
+from connmgr.java.results import JavaRun
 from connmgr.javalog import parse_connection_events, parse_probe_phases, parse_sent_requests
 
 VERSION = "2.1.0"
