@@ -20,7 +20,7 @@ from connmgr.testing.evidence import (
     search_settings,
 )
 from connmgr.testing.machines import Step, World, check_safety, check_same_routing, pair_machine
-from connmgr.testing.mutants import StaleEndpoint, TrustsHostPort
+from connmgr.testing.mutants import MergeByHostPort, StaleEndpoint, TrustsHostPort
 from hypothesis.stateful import run_state_machine_as_test
 
 SEARCH = search_settings(300, 6, derandomize=True)
@@ -120,3 +120,42 @@ def test_adoption_is_safe_when_brokers_confirm_their_id() -> None:
     from dataclasses import replace
 
     replay(TrustsHostPort, replace(PROXY_WORLD, confirms_identity=True))
+
+
+def _merged(client: ClientKind) -> tuple[str, ...]:
+    """The invariant messages a MergeByHostPort client raises after its first exchange
+    behind a proxy (safety first, then same routing)."""
+    world = World(
+        brokers=2,
+        client=client,
+        leaders=(1,),
+        coordinator=1,
+        shared=True,
+        idle_disabled=False,
+        max_connections=None,
+        confirms_identity=False,
+        bootstrap_count=1,
+        bootstrap_offset=0,
+        seed=0,
+    )
+    sim = world.simulator(MergeByHostPort, candidate=True)
+    Step("wait", ms=0.2).apply(sim)
+    messages: list[str] = []
+    for check in (lambda: check_safety(sim, 0, None), lambda: check_same_routing(sim, 0, "c")):
+        try:
+            check()
+        except AssertionError as e:
+            messages.append(str(e))
+    return tuple(messages)
+
+
+def test_merging_by_host_port_fails_safety_and_then_routing() -> None:
+    # A consumer's adopted socket is caught by safety before anything is sent on it; a
+    # producer sends on it at once, so the same step also misroutes (which is why the
+    # search may report either).
+    consumer, producer = _merged(ClientKind.CONSUMER), _merged(ClientKind.PRODUCER)
+    assert len(consumer) == 1
+    assert consumer[0].startswith("safety: bootstrap connection adopted")
+    assert len(producer) == 2
+    assert producer[0].startswith("safety: bootstrap connection adopted")
+    assert producer[1].startswith("same routing: c sent PRODUCE")

@@ -69,7 +69,11 @@ MUTANT_CASES = (
     MutantCase(KeyedByHostPort, ("same routing",), 6),
     MutantCase(EagerDialer, ("never more sockets",), 6),
     MutantCase(NeverClose, ("tight",), 6),
-    MutantCase(MergeByHostPort, ("safety: bootstrap connection adopted",), 6),
+    # The adoption is the fault; a producer sends on the misattributed socket in the same
+    # step, so the misroute (same routing, checked first) may be what the search reports.
+    # Which story comes first depends on the constants Hypothesis mines from the loaded
+    # modules; tests/properties pins one story that shows each message.
+    MutantCase(MergeByHostPort, ("safety: bootstrap connection adopted", "same routing"), 6),
     # Needs a connection, a move, and a metadata refresh after it; keeping the old
     # connection also keeps one socket too many, so which invariant the search meets first
     # depends on the story it draws (tests/properties pins a story that shows safety).
