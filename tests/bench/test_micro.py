@@ -1,5 +1,5 @@
 """The micro-benchmark suites (benchmarks/micro) run, with one round each, and write the
-pytest-benchmark JSON the comparison job reads: every policy in both groups, with positive
+pytest-benchmark JSON the comparison job reads: every policy in each group, with positive
 statistics and the extra_info fields the report divides by."""
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def benchmarks(path: Path) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("group", ["decision", "simulator"])
+GROUPS = ("decision", "decision-roundtrip", "simulator")
+
+
+@pytest.mark.parametrize("group", GROUPS)
 def test_every_policy_in_each_group(micro_json: Path, group: str) -> None:
     got = sorted(b["params"]["policy"] for b in benchmarks(micro_json) if b["group"] == group)
     assert got == sorted(POLICIES)
@@ -79,6 +82,10 @@ def test_extra_info(micro_json: Path) -> None:
             assert extra["decisions"] == extra["decisions_per_round"] > 0
             per = b["stats"]["mean"] / extra["decisions"] * 1e6
             assert extra["per_decision_us"] == pytest.approx(per)
+        elif b["group"] == "decision-roundtrip":
+            assert extra["pairs"] > 0
+            per = b["stats"]["mean"] / extra["pairs"] * 1e6
+            assert extra["per_pair_us"] == pytest.approx(per)
         else:
             assert isinstance(extra["events"], int) and extra["events"] > 0
             assert extra["events_per_s"] == pytest.approx(extra["events"] / b["stats"]["mean"])
@@ -87,7 +94,7 @@ def test_extra_info(micro_json: Path) -> None:
 def test_comparison_job_reads_it(micro_json: Path) -> None:
     (micro,) = load_micro(micro_json.parent.parent)
     assert {(b.group, b.policy) for b in micro.benchmarks} == {
-        (g, p) for g in ("decision", "simulator") for p in POLICIES
+        (g, p) for g in GROUPS for p in POLICIES
     }
 
 

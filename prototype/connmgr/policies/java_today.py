@@ -173,6 +173,8 @@ class JavaTodayPolicy(Policy):
         return None
 
     def next_deadline(self) -> float | None:
+        if not self._picked and not self._looping:
+            return None  # the common case, on every event: skip building the lists
         times = [at for _, _, at in self._picked.values()]
         # A loop that found nothing to pick waits for the next event (a backoff ending).
         times.extend(t for t in self._looping.values() if t != -math.inf)

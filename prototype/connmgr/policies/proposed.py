@@ -298,7 +298,8 @@ class ProposedPolicy(Policy):
         # requests and responses alone cannot make a connection unneeded (a busy connection
         # is kept, and the linger counts from its last use).
         self.expire_idle()
-        due = any(self._linger_deadline(c) <= self.now_ms for c in self._lingering)
+        lingering = self._lingering
+        due = bool(lingering) and any(self._linger_deadline(c) <= self.now_ms for c in lingering)
         if due or self.version != self._reviewed:
             self._review()
         elif self._deferred:
