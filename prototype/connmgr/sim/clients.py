@@ -328,8 +328,15 @@ class ConsumerModel(ClientModel):
             return False
         self.coordinator = None
         self.sim.coordinator_lost(self.ref)
-        self._find_coordinator()
+        # Both real consumers wait retry.backoff.ms before asking again (aiokafka's
+        # coordinator loop sleeps, Java's join loop does timer.sleep); asking at once loops
+        # every round trip against a coordinator that keeps refusing.
+        self.sim.after(self.timings.retry_backoff_ms, self._retry_lookup)
         return True
+
+    def _retry_lookup(self) -> None:
+        if self.coordinator is None:
+            self._find_coordinator()
 
     def _fetched(self, req: SimRequest, ok: bool) -> None:
         if req.broker_id is not None:
