@@ -29,7 +29,9 @@ from connmgr.testing.machines import (
     check_tight,
     coordinator_targets,
     established,
+    refresh_after_loss,
     stale_coordinators,
+    usable_sockets,
 )
 
 WORLD = World(
@@ -180,3 +182,53 @@ def test_no_stale_coordinator_is_allowed_when_the_coordinator_stays() -> None:
         step.apply(baseline)
     assert stale_coordinators(candidate, baseline) == 0
     assert established(candidate) <= established(baseline)
+
+
+# Found by the main job's quick property stage (random search) against java-today at
+# aa2abf6: a consumer on broker 1 of a growing cluster loses broker 1. With every socket
+# gone and metadata naming only broker 1, the candidate refreshes through a broker picked at
+# random (3); the new leader is 2, which java-today already held a socket to (its random
+# pick for FindCoordinator at start). The candidate holds 3 against 2 until broker 3's
+# socket lingers out. A stated residual (`refresh_after_loss`), at most one socket.
+REFRESH_WORLD = World(
+    brokers=1,
+    client=ClientKind.CONSUMER,
+    leaders=(1,),
+    coordinator=1,
+    shared=True,
+    idle_disabled=False,
+    max_connections=None,
+    confirms_identity=False,
+    bootstrap_count=1,
+    bootstrap_offset=0,
+    seed=20480,
+)
+REFRESH_STEPS = (
+    Step("add_broker", 2),
+    Step("add_broker", 3),
+    Step("wait", ms=3_500.0),
+    Step("broker_down", 1),
+    Step("wait", ms=3_500.0),
+)
+
+
+def test_a_refresh_socket_after_losing_everything_is_the_one_extra_held() -> None:
+    candidate = REFRESH_WORLD.simulator("proposed", candidate=True)
+    baseline = REFRESH_WORLD.simulator("java-today", candidate=False)
+    for step in REFRESH_STEPS:
+        step.apply(candidate)
+        step.apply(baseline)
+    assert usable_sockets(candidate) == usable_sockets(baseline) + 1
+    (extra,) = refresh_after_loss(candidate)
+    assert next(c for c in candidate.open_connections() if c.conn_id == extra).backend == 3
+    check_fewer_sockets(candidate, baseline)  # holds with exactly that one allowed
+    check_tight(candidate)  # and it is lingering, not kept
+    Step("wait", ms=3_500.0).apply(candidate)
+    assert refresh_after_loss(candidate) == []  # gone once its linger ran out
+
+
+def test_no_refresh_allowance_without_a_loss() -> None:
+    candidate = REFRESH_WORLD.simulator("proposed", candidate=True)
+    for step in REFRESH_STEPS[:3]:
+        step.apply(candidate)
+    assert refresh_after_loss(candidate) == []
