@@ -22,6 +22,7 @@ from connmgr.core import (
     CoordinatorRef,
     CoordinatorRequestNeeded,
     Endpoint,
+    Lease,
     MetadataReceived,
     PolicyConfig,
     Purpose,
@@ -29,7 +30,6 @@ from connmgr.core import (
     Reject,
     RejectReason,
     ResponseReceived,
-    Send,
     TimePassed,
     TopicPartition,
     parse_bootstrap,
@@ -64,7 +64,7 @@ class Driver:
         self.now = 0.0
         self.rid = 0
         self.dials: list[Connect] = []
-        self.sends: dict[int, Send] = {}
+        self.sends: dict[int, Lease] = {}
         self.actions: list[Action] = []
 
     def feed(self, event: object) -> list[Action]:
@@ -74,7 +74,7 @@ class Driver:
             if isinstance(action, Connect):
                 self.dials.append(action)
                 out += self.feed(ConnectionEstablished(action.conn_id))
-            elif isinstance(action, Send):
+            elif isinstance(action, Lease):
                 self.sends[action.request_id] = action
         return out
 

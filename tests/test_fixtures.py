@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import FIXTURES
 from connmgr import javalog
+from connmgr.ledger import ConnEvent
 from connmgr.sim import simulate
 from connmgr.sim.result import java_log_events
 
@@ -30,7 +31,7 @@ def test_seed_consumer_reproduces_the_2019_consumer_log() -> None:
     assert sorted(port for _, _, port in expected) == [9092, 9092, 9093, 9094, 9094]
     assert result.steady == len(expected) - 1
     assert sorted(c["port"] for c in result.steady_connections) == [9092, 9093, 9094, 9094]
-    closes = [e for e in result.timeline if e.kind == "close" and e.reason == "idle"]
+    closes = [e for e in result.timeline if e.kind is ConnEvent.CLOSED and e.reason == "idle"]
     assert [e.key.node.java_id for e in closes] == [-1]
 
 

@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 import pytest
-from connmgr.core.actions import Send
+from connmgr.core.actions import Lease
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.core.policy import Policy
 from connmgr.errors import PolicyMisuse
@@ -55,7 +55,7 @@ def test_hot_path_refuses_a_request_id_in_use(policy: str) -> None:
     for _ in range(2):  # the first goes through place() and remembers the route
         rid = 10**9 + _
         (sent,) = p.handle(BrokerRequestNeeded(rid, Api.PRODUCE, leader), now)
-        assert isinstance(sent, Send)
+        assert isinstance(sent, Lease)
     with pytest.raises(PolicyMisuse, match="already in use"):
         p.handle(BrokerRequestNeeded(10**9 + 1, Api.PRODUCE, leader), now)
     assert p.handle(ResponseReceived(10**9 + 1), now) == []

@@ -19,10 +19,10 @@ from connmgr.core import (
     ConnectionEstablished,
     ConnectionFailed,
     Endpoint,
+    Lease,
     MetadataReceived,
     PolicyConfig,
     ResponseReceived,
-    Send,
     TimePassed,
     TopicPartition,
     parse_bootstrap,
@@ -67,7 +67,7 @@ def test_one_bootstrap_attempt_at_a_time_with_failover() -> None:
     second = of(p.handle(ConnectionFailed(first[0].conn_id), 2), Connect)
     assert [c.key.node for c in second] == [BootstrapNode(1)]
     actions = p.handle(ConnectionEstablished(second[0].conn_id), 3)
-    assert {s.request_id for s in of(actions, Send)} == {1, 2}
+    assert {s.request_id for s in of(actions, Lease)} == {1, 2}
     assert p.socket_count() == 1
 
 

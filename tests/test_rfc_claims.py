@@ -20,10 +20,10 @@ from connmgr.core import (
     Connect,
     ConnectionEstablished,
     Endpoint,
+    Lease,
     MetadataReceived,
     PolicyConfig,
     ResponseReceived,
-    Send,
     TimePassed,
     TopicPartition,
     parse_bootstrap,
@@ -138,7 +138,7 @@ def test_share_coordinator_at_policy_level_sends_group_requests_on_the_data_conn
         c.bootstrap({0: 2, 1: 3})
         c.request(3, BrokerRequestNeeded, Api.FETCH, 2)
         actions = c.request(4, CoordinatorRequestNeeded, Api.HEARTBEAT, 2)
-        (send,) = of(actions, Send)
+        (send,) = of(actions, Lease)
         if share:
             assert of(actions, Connect) == []
             assert send.conn_id in c.live(2) and c.live(2, Purpose.COORDINATION) == []
@@ -162,7 +162,7 @@ def test_linger_absorbs_a_leader_that_moves_away_and_back_within_it() -> None:
     assert of(c.at(5_000, TimePassed()), Close) == []
     actions = c.request(5_001, BrokerRequestNeeded, Api.PRODUCE, 2)
     assert of(actions, Connect) == []
-    assert [s.conn_id for s in of(actions, Send)] == [conn]
+    assert [s.conn_id for s in of(actions, Lease)] == [conn]
 
 
 def test_a_leader_away_longer_than_the_linger_is_closed_and_dialled_again() -> None:

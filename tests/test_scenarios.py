@@ -7,6 +7,7 @@ import functools
 import pytest
 from connmgr.core.identity import Role
 from connmgr.errors import ConfigError
+from connmgr.ledger import ConnEvent
 from connmgr.policies import BASELINES
 from connmgr.sim import SCENARIOS, RunResult, simulate
 from connmgr.sim.run import prepare
@@ -61,7 +62,7 @@ def test_no_misrouting_no_leaks(scenario: str, policy: str) -> None:
     result = run(scenario, policy)
     assert result.misrouted == 0
     assert result.leaked == 0
-    opened = sum(1 for e in result.timeline if e.kind == "connect")
+    opened = sum(1 for e in result.timeline if e.kind is ConnEvent.DIAL)
     assert opened == result.opened == sum(r["opened"] for r in result.by_role.values())
     assert result.requests, "the workload sent nothing"
 
@@ -94,7 +95,7 @@ def test_idle_disabled_leaves_no_orphan() -> None:
 def test_shared_endpoint_never_adopts_and_never_misroutes() -> None:
     for seed in range(8):
         result = run("shared-endpoint", "proposed", seed=str(seed))
-        assert not [e for e in result.timeline if e.kind == "adopt"]
+        assert not [e for e in result.timeline if e.kind is ConnEvent.ADOPTED]
         assert result.misrouted == 0
         assert all(r.routed_ok for r in result.requests)
         bootstrap = result.by_role[Role.BOOTSTRAP.value]
@@ -103,16 +104,16 @@ def test_shared_endpoint_never_adopts_and_never_misroutes() -> None:
 
 def test_seed_consumer_retires_the_unverified_bootstrap_before_dialling_brokers() -> None:
     result = run("seed-consumer", "proposed")
-    assert "adopt" not in [e.kind for e in result.timeline]
+    assert ConnEvent.ADOPTED not in [e.kind for e in result.timeline]
     kinds = [(e.kind, e.key.role) for e in result.timeline]
-    close = kinds.index(("close", Role.BOOTSTRAP))
-    assert close < kinds.index(("connect", Role.DATA))  # the stand-in never adds to the peak
+    close = kinds.index((ConnEvent.CLOSED, Role.BOOTSTRAP))
+    assert close < kinds.index((ConnEvent.DIAL, Role.DATA))  # the stand-in never adds to the peak
     assert (result.opened, result.peak, result.steady) == (5, 4, 4)
 
 
 def test_seed_consumer_adopts_the_bootstrap_connection_when_told_to_trust_it() -> None:
     result = run("seed-consumer", "proposed", adopt_unverified="true")
-    assert [e.kind for e in result.timeline].count("adopt") == 1
+    assert [e.kind for e in result.timeline].count(ConnEvent.ADOPTED) == 1
     assert result.opened == 4 and result.steady == 4
     assert result.by_role["data"]["handshakes_avoided"] == 1
 

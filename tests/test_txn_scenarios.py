@@ -16,6 +16,7 @@ from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.events import Api
 from connmgr.core.identity import Role
 from connmgr.errors import ConfigError
+from connmgr.ledger import ConnEvent
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import build_simulator, prepare
 from connmgr.sim.scenarios import ScenarioSpec
@@ -236,7 +237,7 @@ def test_early_leader_dials_go_before_the_offsets(early: bool) -> None:
         return min(
             e.t_ms
             for e in result.timeline
-            if e.kind == "connect" and e.key.broker_id in leaders and e.t_ms > after
+            if e.kind is ConnEvent.DIAL and e.key.broker_id in leaders and e.t_ms > after
         )
 
     def first(api: Api, after: float = 0.0) -> float:

@@ -1,5 +1,5 @@
 """The cost of one policy decision: a warm policy told that a produce request needs the
-partition leader, returning its actions (one ``Send`` on the connection it already has).
+partition leader, returning its actions (one ``Lease`` of the connection it already has).
 
 The policy is the real one, warmed by the simulator: a big-producer client (1,000 brokers)
 runs one simulated minute, so the policy holds metadata and its connections. The benchmark
@@ -17,7 +17,7 @@ import itertools
 from typing import Any
 
 import pytest
-from connmgr.core.actions import Send
+from connmgr.core.actions import Lease
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.core.policy import Policy
 from connmgr.policies import POLICIES
@@ -50,8 +50,8 @@ def test_decision_cost(benchmark: Any, rounds: int, policy: str) -> None:
 
     probe = next(ids)
     actions = warm.handle(BrokerRequestNeeded(probe, Api.PRODUCE, leader), now)
-    assert len(actions) == 1 and isinstance(actions[0], Send), (
-        f"{policy}: a warm produce should be one Send, got {actions} ({warm!r})"
+    assert len(actions) == 1 and isinstance(actions[0], Lease), (
+        f"{policy}: a warm produce should be one Lease, got {actions} ({warm!r})"
     )
     assert warm.handle(ResponseReceived(probe), now) == []
     outstanding: list[int] = []

@@ -1,5 +1,5 @@
 """The produce/fetch hot path, whole: a request for a broker the policy already has a READY
-connection to (one ``Send`` out), then its response (no action out) -- the two decisions a
+connection to (one ``Lease`` out), then its response (no action out) -- the two decisions a
 driver asks for per request (acquire and done), for every policy side by side in one run.
 
 The warm policy is the one :mod:`test_decision_cost` builds (a big-producer client after a
@@ -15,7 +15,7 @@ import itertools
 from typing import Any
 
 import pytest
-from connmgr.core.actions import Send
+from connmgr.core.actions import Lease
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.policies import POLICIES
 from test_decision_cost import SCENARIO, SETTINGS, WARM_MS, warm_policy
@@ -31,8 +31,8 @@ def test_request_roundtrip_cost(benchmark: Any, rounds: int, policy: str) -> Non
 
     probe = next(ids)
     sent = warm.handle(BrokerRequestNeeded(probe, Api.PRODUCE, leader), now)
-    assert len(sent) == 1 and isinstance(sent[0], Send), (
-        f"{policy}: a warm produce should be one Send, got {sent} ({warm!r})"
+    assert len(sent) == 1 and isinstance(sent[0], Lease), (
+        f"{policy}: a warm produce should be one Lease, got {sent} ({warm!r})"
     )
     assert warm.handle(ResponseReceived(probe), now) == []
 

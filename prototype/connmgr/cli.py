@@ -18,10 +18,8 @@ from pathlib import Path
 
 from connmgr import __version__, javalog
 from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
-from connmgr.core.identity import COORDINATOR_ID_BASE, Role
 from connmgr.core.options import options_help
 from connmgr.errors import ConfigError, ConnMgrError
-from connmgr.ledger import ConnectionLedger
 from connmgr.policies import POLICIES
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import POLICY_OPTIONS, simulate
@@ -261,27 +259,6 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def ledger_log_events(ledger: ConnectionLedger) -> list[tuple[float, str, str, int, int, str]]:
-    """A real client's ledger as (t_ms, kind, host, port, node id, reason) rows for
-    :func:`connmgr.javalog.render_events`."""
-    rows: list[tuple[float, str, str, int, int, str]] = []
-    node_of: dict[int, int] = {}
-    for e in ledger.entries:
-        if e.kind in ("open", "adopt"):
-            if e.role is Role.BOOTSTRAP:
-                node = -(1 + sum(1 for n in node_of.values() if n < 0))
-            elif e.role is Role.COORDINATION and e.broker is not None:
-                node = COORDINATOR_ID_BASE - e.broker
-            else:
-                node = e.broker if e.broker is not None else -1
-            node_of[e.conn_id] = node
-            if e.kind == "open":
-                rows.append((e.t_ms, "connect", e.host, e.port, node, ""))
-        elif e.kind in ("close", "failed"):
-            rows.append((e.t_ms, "close", e.host, e.port, node_of.get(e.conn_id, -1), e.reason))
-    return rows
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["cluster"]:
@@ -344,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
                         print(line.rstrip("\n"))
         else:
             kind = "producer" if real.spec.client.value == "producer" else "consumer"
-            for line in javalog.render_events(kind, ledger_log_events(real.ledger)):
+            for line in javalog.render_events(kind, real.ledger.java_log_rows()):
                 print(line)
         return 0
     if args.json:

@@ -1,72 +1,164 @@
-"""The connection ledger: every connection a real client opened and closed, with its role and
-broker, in order. Real-client drivers write it from their own hooks; it is then checked
-against the kernel's view of the process's sockets, and compared with simulated runs.
+"""The connection ledger: every connection a client opened and closed, in order, as one typed
+record. Every driver writes it -- the simulator, the aiokafka adapter, the observers of stock
+aiokafka and of the Java client -- so a simulated run and a real one are read, counted and
+compared by the same code; a real client's ledger is also checked against the kernel's view
+of the process's sockets.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from connmgr.core.identity import Role
+from connmgr.core.endpoint import Endpoint
+from connmgr.core.identity import (
+    BootstrapNode,
+    BrokerNode,
+    ConnectionKey,
+    CoordinatorNode,
+    Purpose,
+    Role,
+)
 from connmgr.core.metrics import Metrics
 
 
+class ConnEvent(enum.Enum):
+    """What happened to a connection."""
+
+    DIAL = "dial"
+    """The client started dialling (a handshake begins: TCP, then ApiVersions)."""
+    ESTABLISHED = "established"
+    FAILED = "failed"
+    """The dial produced no usable connection."""
+    CLOSED = "closed"
+    """The client closed it; ``reason`` is the policy's CloseReason value, or what the
+    observed client said."""
+    PEER_CLOSED = "peer_closed"
+    """The other side closed an established connection (broker down, broker idle reaping)."""
+    ADOPTED = "adopted"
+    """The socket took a new identity (``key``) without I/O."""
+
+
+GONE = frozenset({ConnEvent.FAILED, ConnEvent.CLOSED, ConnEvent.PEER_CLOSED})
+
+Dial = tuple[int | None, Role, str]
+"""(broker, role, host:port) of one dial: what a real client's dials and the model's are
+compared by (the endpoint tells bootstrap dials apart)."""
+
+LogRow = tuple[float, str, str, int, int, str]
+"""(t_ms, kind, host, port, node id, reason): a row :func:`connmgr.javalog.render_events`
+prints as the Java client's log line."""
+
+
 @dataclass(frozen=True, slots=True)
-class LedgerEntry:
+class ConnEntry:
     t_ms: float
-    kind: str
-    """``open`` (dial started), ``established``, ``failed``, ``close`` or ``adopt``."""
+    kind: ConnEvent
     conn_id: int
-    host: str
-    port: int
-    broker: int | None
-    role: Role
+    key: ConnectionKey
+    """The identity the connection has at this entry (after an adoption, its new one)."""
+    reached: int | None = None
+    """The broker the socket really reached, where the driver knows it (the simulator);
+    None for a real client (the kernel cross-check covers its sockets) or an unreachable
+    address."""
     reason: str = ""
+
+    @property
+    def host(self) -> str:
+        return self.key.endpoint.host
+
+    @property
+    def port(self) -> int:
+        return self.key.endpoint.port
+
+    @property
+    def broker(self) -> int | None:
+        return self.key.broker_id
+
+    @property
+    def role(self) -> Role:
+        return self.key.role
+
+
+def observed_key(
+    host: str, port: int, broker: int | None, role: Role, bootstrap_index: int = 0
+) -> ConnectionKey:
+    """The key of a connection seen from outside a client (stock aiokafka, the Java client):
+    its endpoint, the broker it was dialled for and its role. A coordination connection gets
+    the Java client's coordinator identity, so its node id prints as the Java client's."""
+    endpoint = Endpoint(host, port)
+    if role is Role.BOOTSTRAP:
+        return ConnectionKey(endpoint, BootstrapNode(max(bootstrap_index, 0)))
+    if broker is None:
+        raise ValueError(f"a {role.value} connection to {endpoint} names no broker")
+    if role is Role.COORDINATION:
+        return ConnectionKey(endpoint, CoordinatorNode(broker), Purpose.COORDINATION)
+    return ConnectionKey(endpoint, BrokerNode(broker))
 
 
 @dataclass
 class ConnectionLedger:
-    """Append-only record of one client's connections. ``conn_id`` is the recorder's own
+    """Append-only record of one client's connections. ``conn_id`` is the writer's own
     numbering (unique per ledger)."""
 
-    entries: list[LedgerEntry] = field(default_factory=list)
-    _open: dict[int, LedgerEntry] = field(default_factory=dict)
+    entries: list[ConnEntry] = field(default_factory=list)
+    _open: dict[int, ConnEntry] = field(default_factory=dict)
     peak: int = 0
 
+    # --- writing -------------------------------------------------------------------------
+
     def opened(
-        self, t_ms: float, conn_id: int, host: str, port: int, broker: int | None, role: Role
+        self, t_ms: float, conn_id: int, key: ConnectionKey, reached: int | None = None
     ) -> None:
-        entry = LedgerEntry(t_ms, "open", conn_id, host, port, broker, role)
+        entry = ConnEntry(t_ms, ConnEvent.DIAL, conn_id, key, reached)
         self.entries.append(entry)
         self._open[conn_id] = entry
-        self.peak = max(self.peak, len(self._open))
+        if len(self._open) > self.peak:
+            self.peak = len(self._open)
 
     def established(self, t_ms: float, conn_id: int) -> None:
-        self._follow(t_ms, conn_id, "established")
+        self._follow(t_ms, conn_id, ConnEvent.ESTABLISHED)
 
     def failed(self, t_ms: float, conn_id: int, reason: str = "") -> None:
-        self._follow(t_ms, conn_id, "failed", reason)
-        self._open.pop(conn_id, None)
+        self._gone(t_ms, conn_id, ConnEvent.FAILED, reason)
 
     def closed(self, t_ms: float, conn_id: int, reason: str = "") -> None:
-        if conn_id in self._open:
-            self._follow(t_ms, conn_id, "close", reason)
-            del self._open[conn_id]
+        self._gone(t_ms, conn_id, ConnEvent.CLOSED, reason)
 
-    def adopted(self, t_ms: float, conn_id: int, broker: int, role: Role) -> None:
-        old = self._open[conn_id]
-        entry = LedgerEntry(t_ms, "adopt", conn_id, old.host, old.port, broker, role)
+    def peer_closed(self, t_ms: float, conn_id: int, reason: str = "") -> None:
+        self._gone(t_ms, conn_id, ConnEvent.PEER_CLOSED, reason)
+
+    def adopted(self, t_ms: float, conn_id: int, key: ConnectionKey) -> None:
+        old = self._open.get(conn_id)
+        if old is None:
+            return  # reset by the peer a moment before: its end is recorded already
+        entry = ConnEntry(t_ms, ConnEvent.ADOPTED, conn_id, key, old.reached)
         self.entries.append(entry)
         self._open[conn_id] = entry
 
-    def _follow(self, t_ms: float, conn_id: int, kind: str, reason: str = "") -> None:
+    def record(self, entry: ConnEntry) -> None:
+        """Write ``entry`` through the method of its kind (replaying another ledger)."""
+        kind = entry.kind
+        if kind is ConnEvent.DIAL:
+            self.opened(entry.t_ms, entry.conn_id, entry.key, entry.reached)
+        elif kind is ConnEvent.ADOPTED:
+            self.adopted(entry.t_ms, entry.conn_id, entry.key)
+        elif kind is ConnEvent.ESTABLISHED:
+            self.established(entry.t_ms, entry.conn_id)
+        else:
+            self._gone(entry.t_ms, entry.conn_id, kind, entry.reason)
+
+    def _follow(self, t_ms: float, conn_id: int, kind: ConnEvent, reason: str = "") -> None:
         last = self._open.get(conn_id)
-        if last is None:
-            return
-        self.entries.append(
-            LedgerEntry(t_ms, kind, conn_id, last.host, last.port, last.broker, last.role, reason)
-        )
+        if last is not None:
+            self.entries.append(ConnEntry(t_ms, kind, conn_id, last.key, last.reached, reason))
+
+    def _gone(self, t_ms: float, conn_id: int, kind: ConnEvent, reason: str) -> None:
+        # Only the first end counts: a close reported after a failure (or twice) is noise.
+        if conn_id in self._open:
+            self._follow(t_ms, conn_id, kind, reason)
+            del self._open[conn_id]
 
     def until(self, t_ms: float) -> ConnectionLedger:
         """The ledger as it stood at ``t_ms`` (entries up to and including that time)."""
@@ -74,36 +166,44 @@ class ConnectionLedger:
         for e in self.entries:
             if e.t_ms > t_ms:
                 break
-            if e.kind == "open":
-                early.opened(e.t_ms, e.conn_id, e.host, e.port, e.broker, e.role)
-            elif e.kind == "established":
-                early.established(e.t_ms, e.conn_id)
-            elif e.kind == "failed":
-                early.failed(e.t_ms, e.conn_id, e.reason)
-            elif e.kind == "close":
-                early.closed(e.t_ms, e.conn_id, e.reason)
-            elif e.kind == "adopt" and e.broker is not None:
-                early.adopted(e.t_ms, e.conn_id, e.broker, e.role)
+            early.record(e)
         return early
 
     # --- views ---------------------------------------------------------------------------
 
-    def open_now(self) -> list[LedgerEntry]:
+    def open_now(self) -> list[ConnEntry]:
         """The latest entry of every connection still open, in dial order."""
         return sorted(self._open.values(), key=lambda e: e.conn_id)
 
+    def dial_entries(self) -> list[ConnEntry]:
+        return [e for e in self.entries if e.kind is ConnEvent.DIAL]
+
     def sequence(self) -> list[tuple[int | None, Role]]:
         """(broker, role) of every dial, in order."""
-        return [(e.broker, e.role) for e in self.entries if e.kind == "open"]
+        return [(e.broker, e.role) for e in self.dial_entries()]
 
-    def dials(self) -> list[tuple[int | None, Role, str]]:
-        """(broker, role, host:port dialled) of every dial, in order: what is compared with
-        the simulator (the endpoint tells bootstrap dials apart)."""
-        return [(e.broker, e.role, f"{e.host}:{e.port}") for e in self.entries if e.kind == "open"]
+    def dials(self) -> list[Dial]:
+        """(broker, role, host:port) of every dial, in order."""
+        return [(e.broker, e.role, str(e.key.endpoint)) for e in self.dial_entries()]
+
+    def dial_batches(self) -> list[list[Dial]]:
+        """:meth:`dials` grouped by the instant they started: a client that dials several
+        brokers at one instant (a fetch round) gives them no defined order."""
+        batches: list[list[Dial]] = []
+        last: float | None = None
+        for e in self.dial_entries():
+            if e.t_ms != last:
+                batches.append([])
+                last = e.t_ms
+            batches[-1].append((e.broker, e.role, str(e.key.endpoint)))
+        return batches
 
     @property
     def opened_count(self) -> int:
-        return sum(1 for e in self.entries if e.kind == "open")
+        return sum(1 for e in self.entries if e.kind is ConnEvent.DIAL)
+
+    def count(self, kind: ConnEvent) -> int:
+        return sum(1 for e in self.entries if e.kind is kind)
 
     def summary(self) -> dict[str, Any]:
         """The same counting fields as a simulated run's JSON."""
@@ -113,15 +213,15 @@ class ConnectionLedger:
         by_broker: dict[str, dict[str, int]] = {}
         roles_now: dict[int, Role] = {}
         for e in self.entries:
-            if e.kind == "open":
+            if e.kind is ConnEvent.DIAL:
                 counted.on_dial(e.role)
                 b = by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})
                 b["opened"] += 1
                 roles_now[e.conn_id] = e.role
-            elif e.kind in ("close", "failed"):
+            elif e.kind in GONE:
                 role = roles_now.pop(e.conn_id, e.role)
-                counted.on_gone(role, failed=e.kind == "failed")
-            elif e.kind == "adopt":
+                counted.on_gone(role, failed=e.kind is ConnEvent.FAILED)
+            elif e.kind is ConnEvent.ADOPTED:
                 counted.on_role_change(roles_now[e.conn_id], e.role)
                 roles_now[e.conn_id] = e.role
         by_role: dict[str, dict[str, int]] = {
@@ -140,7 +240,7 @@ class ConnectionLedger:
             by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
         return {
             "opened": self.opened_count,
-            "failed": sum(1 for e in self.entries if e.kind == "failed"),
+            "failed": self.count(ConnEvent.FAILED),
             "peak": self.peak,
             "steady": len(self._open),
             "by_role": by_role,
@@ -148,16 +248,39 @@ class ConnectionLedger:
         }
 
     def timeline(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "t_ms": round(e.t_ms, 3),
-                "event": e.kind,
-                "conn": e.conn_id,
-                "host": e.host,
-                "port": e.port,
-                "broker": e.broker,
-                "role": e.role.value,
-                **({"reason": e.reason} if e.reason else {}),
-            }
-            for e in self.entries
-        ]
+        """The entries as JSON rows (``connmgr simulate`` and ``connmgr run`` alike)."""
+        return [timeline_row(e) for e in self.entries]
+
+    def java_log_rows(self, *, failures: bool = True) -> list[LogRow]:
+        """Dials and ends as (t_ms, kind, host, port, node id, reason) rows for
+        :func:`connmgr.javalog.render_events` (kind "connect" or "close"); a failed dial's
+        end only with ``failures``."""
+        ends = GONE if failures else GONE - {ConnEvent.FAILED}
+        rows: list[LogRow] = []
+        for e in self.entries:
+            if e.kind is ConnEvent.DIAL or e.kind in ends:
+                kind = "connect" if e.kind is ConnEvent.DIAL else "close"
+                rows.append((e.t_ms, kind, e.host, e.port, e.key.node.java_id, e.reason))
+        return rows
+
+
+def key_json(key: ConnectionKey) -> dict[str, Any]:
+    return {
+        "node": key.node.java_id,
+        "broker": key.broker_id,
+        "host": key.endpoint.host,
+        "port": key.endpoint.port,
+        "purpose": key.purpose.value,
+        "role": key.role.value,
+    }
+
+
+def timeline_row(e: ConnEntry) -> dict[str, Any]:
+    return {
+        "t_ms": round(e.t_ms, 3),
+        "event": e.kind.value,
+        "conn": e.conn_id,
+        "reached": e.reached,
+        **key_json(e.key),
+        **({"reason": e.reason} if e.reason else {}),
+    }

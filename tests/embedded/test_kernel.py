@@ -26,7 +26,7 @@ from connmgr.aio.kernel import (
 from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
 from connmgr.kernel import kernel_sockets
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, observed_key
 
 pytestmark = pytest.mark.embedded
 
@@ -51,7 +51,7 @@ def source(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 def _ledger(*endpoints: Address, host: str | None = None) -> ConnectionLedger:
     ledger = ConnectionLedger()
     for conn_id, (ip, port) in enumerate(endpoints):
-        ledger.opened(0.0, conn_id, host or ip, port, None, Role.DATA)
+        ledger.opened(0.0, conn_id, observed_key(host or ip, port, None, Role.BOOTSTRAP))
         ledger.established(0.0, conn_id)
     return ledger
 

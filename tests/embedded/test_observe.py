@@ -33,7 +33,7 @@ from connmgr.aio.observe import (
 )
 from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
-from connmgr.ledger import ConnectionLedger, LedgerEntry
+from connmgr.ledger import ConnectionLedger, ConnEntry, ConnEvent
 
 pytestmark = pytest.mark.embedded
 
@@ -57,11 +57,11 @@ def _short(sequence: list[tuple[int | None, Role]]) -> list[tuple[int | None, st
     return [(broker, role.value) for broker, role in sequence]
 
 
-def _opens(ledger: ConnectionLedger) -> list[LedgerEntry]:
-    return [e for e in ledger.entries if e.kind == "open"]
+def _opens(ledger: ConnectionLedger) -> list[ConnEntry]:
+    return [e for e in ledger.entries if e.kind is ConnEvent.DIAL]
 
 
-def _events(ledger: ConnectionLedger, conn_id: int) -> list[LedgerEntry]:
+def _events(ledger: ConnectionLedger, conn_id: int) -> list[ConnEntry]:
     return [e for e in ledger.entries if e.conn_id == conn_id]
 
 
@@ -81,19 +81,19 @@ async def _produce(producer: AIOKafkaProducer) -> None:
 
 def _check_bootstrap_first(
     cluster: MockCluster, client: ObservedAIOKafkaClient
-) -> tuple[int, LedgerEntry]:
+) -> tuple[int, ConnEntry]:
     """The first dial is one bootstrap connection, to the entry chosen, closed before data."""
     ledger, choices = client.ledger, client.choices
     purpose, index = choices[0]
     assert purpose == "bootstrap"
     # aiokafka shuffles bootstrap_servers (collect_hosts(randomize=True)): the entry is random.
     first = ledger.entries[0]
-    assert (first.kind, first.role, first.broker) == ("open", Role.BOOTSTRAP, None)
+    assert (first.kind, first.role, first.broker) == (ConnEvent.DIAL, Role.BOOTSTRAP, None)
     assert (first.host, first.port) == _bootstrap_endpoint(cluster, index)
     # The mock lists its brokers in id order, so entry i is broker i + 1.
     assert client.bootstrap_brokers == {first.conn_id: index + 1}
     events = _events(ledger, first.conn_id)
-    assert [e.kind for e in events] == ["open", "established", "close"]
+    assert [e.kind for e in events] == [ConnEvent.DIAL, ConnEvent.ESTABLISHED, ConnEvent.CLOSED]
     closed_at = ledger.entries.index(events[-1])
     later_opens = [e for e in _opens(ledger) if e is not first]
     assert all(ledger.entries.index(e) > closed_at for e in later_opens)
@@ -140,7 +140,7 @@ def test_producer_connects_bootstrap_then_metadata_node_then_leaders(
         assert entry.broker is not None
         assert (entry.host, entry.port) == cluster.endpoints()[entry.broker]
     assert ledger.open_now() == []
-    closes = [e for e in ledger.entries if e.kind == "close" and e.role is Role.DATA]
+    closes = [e for e in ledger.entries if e.kind is ConnEvent.CLOSED and e.role is Role.DATA]
     assert {e.reason for e in closes} == {"SHUTDOWN"}
     assert sequence == expected_stock_sequence(choices, LEADERS)
 
@@ -256,11 +256,13 @@ def test_idle_close_is_recorded_and_other_clients_are_not(cluster: MockCluster) 
 
     ledger = asyncio.run(scenario())
     print(f"\nidle: {ledger.timeline()}")
-    assert [(e.kind, e.broker, e.role) for e in ledger.entries if e.kind != "established"] == [
-        ("open", None, Role.BOOTSTRAP),
-        ("close", None, Role.BOOTSTRAP),
-        ("open", 1, Role.DATA),
-        ("close", 1, Role.DATA),
+    assert [
+        (e.kind, e.broker, e.role) for e in ledger.entries if e.kind is not ConnEvent.ESTABLISHED
+    ] == [
+        (ConnEvent.DIAL, None, Role.BOOTSTRAP),
+        (ConnEvent.CLOSED, None, Role.BOOTSTRAP),
+        (ConnEvent.DIAL, 1, Role.DATA),
+        (ConnEvent.CLOSED, 1, Role.DATA),
     ]
     assert ledger.entries[-1].reason == "IDLE_DROP"
     assert ledger.entries[1].reason == ""  # established carries no reason
@@ -280,7 +282,7 @@ def test_failed_dial_is_recorded_as_failed(cluster: MockCluster) -> None:
             await client.close()
 
     ledger = asyncio.run(scenario())
-    failed = [e for e in ledger.entries if e.kind == "failed"]
+    failed = [e for e in ledger.entries if e.kind is ConnEvent.FAILED]
     print(f"\nfailed: {failed}")
     assert [(e.broker, e.role) for e in failed] == [(2, Role.DATA)]
     assert "Error" in failed[0].reason

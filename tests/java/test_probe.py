@@ -49,6 +49,7 @@ from connmgr.java import (
 )
 from connmgr.java.build import default_probe_dir
 from connmgr.javalog import parse_connection_events, parse_connections
+from connmgr.ledger import ConnEvent
 
 pytestmark = pytest.mark.java
 
@@ -243,7 +244,7 @@ def _role_brokers(
     where = {f"{h}:{p}": b for b, (h, p) in endpoints.items()}
     result = []
     for e in run.ledger.entries:
-        if e.kind == "open":
+        if e.kind is ConnEvent.DIAL:
             broker = e.broker if e.role is not Role.BOOTSTRAP else None
             result.append(
                 (e.role, broker if broker is not None else where.get(f"{e.host}:{e.port}"))

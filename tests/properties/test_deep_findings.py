@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
+from connmgr.ledger import ConnEvent
 from connmgr.sim.simulator import Simulator
 from connmgr.testing.machines import (
     Step,
@@ -64,7 +65,7 @@ def _coordinators_dialled(sim: Simulator) -> list[int | None]:
     return [
         e.key.broker_id
         for e in sim.timeline
-        if e.kind == "connect" and e.key.purpose is Purpose.COORDINATION
+        if e.kind is ConnEvent.DIAL and e.key.purpose is Purpose.COORDINATION
     ]
 
 
@@ -133,7 +134,7 @@ def test_a_coordinator_lost_while_its_socket_is_busy_still_closes_after_its_ling
     closed = [
         e.key.broker_id
         for e in candidate.timeline
-        if e.kind == "close" and e.key.purpose is Purpose.COORDINATION
+        if e.kind is ConnEvent.CLOSED and e.key.purpose is Purpose.COORDINATION
     ]
     assert closed == [2]  # the old coordinator's socket, once its linger ran out
 

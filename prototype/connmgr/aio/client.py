@@ -61,7 +61,7 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
-from connmgr.aio.driver import Lease, NoConnection, PolicyDriver
+from connmgr.aio.driver import Leased, NoConnection, PolicyDriver
 from connmgr.aio.errors import ClientStopped, ProducerStopped
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind, PolicyConfig
@@ -70,14 +70,17 @@ from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
     Api,
+    BootstrapRequested,
     BrokerRequestNeeded,
     CoordinatorLost,
     CoordinatorRequestNeeded,
+    Event,
+    InterestChanged,
 )
 from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
 from connmgr.errors import ClientMisuse
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, ConnEvent
 from connmgr.policies import make_policy
 from connmgr.seeding import derive_rng
 
@@ -182,6 +185,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._broker_values: dict[tuple[int, str, int, str | None], BrokerInfo] = {}
         self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
+        self._subscription_state: Any = None
+        self._assignment_task: asyncio.Task[None] | None = None
         # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
         self._metadata_failure: MetadataFailure | None = None
         idle = self._connections_max_idle_ms
@@ -236,7 +241,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
     def _timeout_s(self) -> float:
         return float(self._request_timeout_ms) / 1000.0
 
-    async def _acquire(self, make_event: Any) -> Lease:
+    async def _acquire(self, make_event: Any) -> Leased:
         try:
             return await self.driver.acquire(make_event, self._timeout_s)
         except NoConnection as exc:
@@ -264,6 +269,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 raise self._no_bootstrap()
         if getattr(self, "_sync_task", None) is None:
             self._sync_task = create_task(self._md_synchronizer())
+        if self._subscription_state is not None and self._assignment_task is None:
+            self._assignment_task = create_task(self._assignments(self._subscription_state))
 
     async def _metadata_update(self, cluster_metadata: AioClusterMetadata, topics: Any) -> bool:
         """aiokafka's seam for every metadata refresh (the synchronizer, hence
@@ -294,7 +301,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         # retry_backoff_ms for a second round trip (found by the A/B runs).
         request = MetadataRequest(list(topics) if topics else None)
         try:
-            lease = await self._acquire(lambda rid: AnyNodeRequestNeeded(rid, Api.METADATA))
+            lease = await self._acquire(self._metadata_event)
         except kafka_errors.KafkaConnectionError:
             self._metadata_failure = MetadataFailure(
                 "no bootstrap server could be connected within request_timeout_ms="
@@ -306,7 +313,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         try:
             response = await lease.conn.send(request)
         except TimeoutError:
-            self.driver.done(lease)
+            self.driver.failed(lease)
             self._metadata_failure = MetadataFailure(
                 f"{server} accepted the connection but did not answer the Metadata request "
                 f"within request_timeout_ms={self._request_timeout_ms}"
@@ -314,7 +321,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             cluster_metadata.failed_update(None)
             return False
         except kafka_errors.KafkaError as exc:
-            self.driver.done(lease)
+            self.driver.failed(lease)
             self._metadata_failure = MetadataFailure(
                 f"the Metadata request to {server} failed: {exc}"
             )
@@ -336,6 +343,30 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._metadata_failure = None
         return True
 
+    def _metadata_event(self, request_id: int) -> Event:
+        """The client's first metadata request bootstraps (the policy has no metadata yet);
+        every later one is an any-node request."""
+        if self.policy.metadata is None:
+            return BootstrapRequested(request_id)
+        return AnyNodeRequestNeeded(request_id, Api.METADATA)
+
+    def follow_assignment(self, subscription: Any) -> None:
+        """Tell the policy the consumer's partitions each time ``subscription`` (aiokafka's
+        ``SubscriptionState``) gets an assignment (InterestChanged), from ``bootstrap()``
+        until ``close()``."""
+        self._subscription_state = subscription
+
+    async def _assignments(self, subscription: Any) -> None:
+        while True:
+            await subscription.wait_for_assignment()
+            assigned = subscription.assigned_partitions()
+            if self._driver is not None and not self._driver.closed:
+                self._driver.feed(
+                    InterestChanged(
+                        frozenset(TopicPartition(tp.topic, tp.partition) for tp in assigned)
+                    )
+                )
+
     def _endpoint_of(self, conn_id: int) -> str:
         """``host:port`` of the ledger's connection ``conn_id`` (for error messages)."""
         for entry in reversed(self.ledger.entries):
@@ -345,7 +376,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
 
     def _dial_failures(self) -> str:
         """The ledger's failed dials, for saying why nothing could be connected."""
-        failed = [e for e in self.ledger.entries if e.kind == "failed"]
+        failed = [e for e in self.ledger.entries if e.kind is ConnEvent.FAILED]
         if not failed:
             return "no dial completed"
         last = {f"{e.host}:{e.port}": e.reason for e in failed}  # the latest per server
@@ -501,12 +532,18 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             raise kafka_errors.NodeNotReadyError(str(exc)) from exc
         expect_response = not (isinstance(request, ProduceRequest) and request.required_acks == 0)
         try:
-            return await lease.conn.send(request, expect_response=expect_response)
+            response = await lease.conn.send(request, expect_response=expect_response)
         except TimeoutError as exc:
-            self.driver.connection_broken(lease)
+            self.driver.connection_broken(lease)  # reports the request failed with it
             raise kafka_errors.RequestTimedOutError() from exc
-        finally:
-            self.driver.done(lease)
+        except asyncio.CancelledError:
+            self.driver.withdraw(lease)
+            raise
+        except BaseException:
+            self.driver.failed(lease)
+            raise
+        self.driver.done(lease)
+        return response
 
     async def ready(self, node_id: int, *, group: Any = ConnectionGroup.DEFAULT) -> bool:
         """aiokafka asks this to make sure a node can be reached (it dials if needed)."""
@@ -515,7 +552,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             lease = await self._acquire(self._probe_event(node_id, group))
         except (kafka_errors.KafkaConnectionError, kafka_errors.NodeNotReadyError):
             return False
-        self.driver.done(lease)
+        self.driver.withdraw(lease)  # a probe: nothing is written on the connection
         return True
 
     async def _get_conn(
@@ -525,7 +562,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             lease = await self._acquire(self._probe_event(node_id, group))
         except kafka_errors.KafkaConnectionError:
             return None
-        self.driver.done(lease)
+        self.driver.withdraw(lease)  # the caller writes on it outside the policy's sight
         return lease.conn
 
     def _probe_event(self, node_id: int, group: Any) -> Any:
@@ -534,9 +571,13 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
     async def close(self) -> None:
         self._lifecycle = "closed"
         prefetched, self._prefetched = self._prefetched, {}
-        for task in prefetched.values():
+        tasks: list[asyncio.Task[Any]] = list(prefetched.values())
+        if self._assignment_task is not None:
+            tasks.append(self._assignment_task)
+            self._assignment_task = None
+        for task in tasks:
             task.cancel()
-        for task in prefetched.values():
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, kafka_errors.KafkaError):
                 await task
         await super().close()  # stops the metadata synchronizer; aiokafka's _conns is empty

@@ -1,38 +1,33 @@
 """Carry out a sans-IO policy's actions with real aiokafka connections on an asyncio loop.
 
-The driver is the only place where the policy meets I/O. It feeds events to the policy one at
-a time (never re-entrantly: events raised while actions run are queued), and performs the
-actions it gets back: ``Connect`` dials with aiokafka's ``create_conn`` in a task, ``Send``
-hands the chosen connection to whoever is waiting for request ``request_id``, ``Close`` closes,
-``Adopt`` only updates the ledger, ``WakeAt`` arms one ``loop.call_at`` timer.
+The driver is the only place where the policy meets I/O. It is one implementation of the
+driver contract (:mod:`connmgr.core.driver`): events go through the contract's
+:class:`~connmgr.core.driver.EventPump` (one at a time, never re-entrantly), and the
+operations the actions name are done here: ``connect`` dials with aiokafka's ``create_conn``
+in a task, ``lease`` hands the chosen connection to whoever is waiting for request
+``request_id``, ``close`` closes, ``adopt`` only updates the ledger, ``reject`` fails the
+waiting caller with a retriable error, ``refresh_metadata`` asks the client's synchronizer,
+``wake_at`` arms one ``loop.call_at`` timer.
 
 A request's life on the driver: :meth:`PolicyDriver.acquire` feeds the request event and waits
-for the policy's ``Send``; the caller writes the request on the connection it got and calls
-:meth:`PolicyDriver.done` when the response (or an error) came back. A connection the peer
-breaks first fails the requests leased on it, as aiokafka does, and withdraws them from the
-policy, so the policy never re-sends a request the caller has already given up on.
+for the policy's ``Lease``; the caller writes the request on the connection it got and calls
+:meth:`PolicyDriver.done` when the answer came, :meth:`PolicyDriver.failed` when it ended
+without one, :meth:`PolicyDriver.withdraw` when it wanted the connection only. A connection
+the peer breaks first fails the requests leased on it, as aiokafka does, and reports them
+failed to the policy, so the policy never re-sends a request the caller has already given
+up on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from connmgr.core.actions import (
-    Action,
-    Adopt,
-    Close,
-    CloseReason,
-    Connect,
-    RefreshMetadata,
-    Reject,
-    Send,
-    WakeAt,
-)
+from connmgr.core.actions import CloseReason, RejectReason
+from connmgr.core.driver import EventPump
 from connmgr.core.events import (
     ClientClosed,
     ConnectionClosedByPeer,
@@ -40,6 +35,8 @@ from connmgr.core.events import (
     ConnectionFailed,
     Event,
     MetadataReceived,
+    RequestFailed,
+    RequestWithdrawn,
     ResponseReceived,
     TimePassed,
 )
@@ -75,7 +72,7 @@ class Rejected(NoConnection):
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
+class Leased:
     """A request id and the connection the policy chose for it."""
 
     request_id: int
@@ -106,10 +103,9 @@ class PolicyDriver:
         self._dialing: dict[int, asyncio.Task[None]] = {}
         self._closed_by_us: set[int] = set()
         self._close_waits: list[Any] = []
-        self._waiters: dict[int, asyncio.Future[Lease]] = {}
+        self._waiters: dict[int, asyncio.Future[Leased]] = {}
         self._leased: dict[int, int] = {}
-        self._queue: deque[Event] = deque()
-        self._feeding = False
+        self._pump = EventPump(policy, self, lambda: self.now_ms)
         self._wake: asyncio.TimerHandle | None = None
         self._next_request = 1
         self.closed = False
@@ -126,13 +122,13 @@ class PolicyDriver:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def acquire(self, make_event: Callable[[int], Event], timeout_s: float) -> Lease:
+    async def acquire(self, make_event: Callable[[int], Event], timeout_s: float) -> Leased:
         """Feed the request event ``make_event(request_id)`` and wait for its connection."""
         if self.closed:
             raise NoConnection(f"the client is closed ({self!r})")
         request_id = self._next_request
         self._next_request += 1
-        future: asyncio.Future[Lease] = self._loop.create_future()
+        future: asyncio.Future[Leased] = self._loop.create_future()
         self._waiters[request_id] = future
         self.feed(make_event(request_id))
         if future.done():
@@ -145,23 +141,37 @@ class PolicyDriver:
         except (TimeoutError, asyncio.CancelledError) as exc:
             self._waiters.pop(request_id, None)
             if not self.closed:
-                self.feed(ResponseReceived(request_id))  # withdraw it from the policy
+                self.feed(RequestWithdrawn(request_id))
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise NoConnection(
                 f"no connection for request {request_id} within {timeout_s:.1f} s ({self!r})"
             ) from exc
 
-    def done(self, lease: Lease, metadata: ClusterMetadata | None = None) -> None:
-        """Request ``lease`` finished (response, error or timeout)."""
-        if self._leased.pop(lease.request_id, None) is None or self.closed:
-            return  # already withdrawn when its connection broke
-        if metadata is not None:
-            self.feed(MetadataReceived(lease.request_id, metadata))
-        else:
-            self.feed(ResponseReceived(lease.request_id))
+    def done(self, lease: Leased, metadata: ClusterMetadata | None = None) -> None:
+        """Request ``lease`` was answered (with ``metadata``, for a Metadata request)."""
+        if self._over(lease):
+            self.feed(
+                ResponseReceived(lease.request_id)
+                if metadata is None
+                else MetadataReceived(lease.request_id, metadata)
+            )
 
-    def connection_broken(self, lease: Lease) -> None:
+    def failed(self, lease: Leased) -> None:
+        """Request ``lease`` ended without an answer (timeout, error on its connection)."""
+        if self._over(lease):
+            self.feed(RequestFailed(lease.request_id))
+
+    def withdraw(self, lease: Leased) -> None:
+        """The caller took ``lease`` only to probe the connection, or gave the request up."""
+        if self._over(lease):
+            self.feed(RequestWithdrawn(lease.request_id))
+
+    def _over(self, lease: Leased) -> bool:
+        # False: already reported failed when its connection broke, or the client is closed.
+        return self._leased.pop(lease.request_id, None) is not None and not self.closed
+
+    def connection_broken(self, lease: Leased) -> None:
         """The caller saw ``lease``'s connection misbehave (timeout): close it as broken."""
         conn = self._conns.get(lease.conn_id)
         if conn is not None:
@@ -171,55 +181,42 @@ class PolicyDriver:
 
     def feed(self, event: Event) -> None:
         """Hand ``event`` to the policy and carry out the actions, in order."""
-        self._queue.append(event)
-        if self._feeding:
-            return
-        self._feeding = True
-        try:
-            while self._queue:
-                actions = self.policy.handle(self._queue.popleft(), self.now_ms)
-                for action in actions:
-                    self._apply(action)
-        finally:
-            self._feeding = False
+        self._pump.feed(event)
 
-    def _apply(self, action: Action) -> None:
-        now = self.now_ms
-        if isinstance(action, Send):
-            self._lease(action.conn_id, action.request_id)
-        elif isinstance(action, Connect):
-            key = action.key
-            self.ledger.opened(
-                now, action.conn_id, key.endpoint.host, key.endpoint.port, key.broker_id, key.role
-            )
-            self._dialing[action.conn_id] = self._loop.create_task(
-                self._connect(action.conn_id, key)
-            )
-        elif isinstance(action, Close):
-            self._close(action.conn_id, action.reason)
-        elif isinstance(action, Adopt):
-            broker = action.new_key.broker_id
-            assert broker is not None
-            self.ledger.adopted(now, action.conn_id, broker, action.new_key.role)
-        elif isinstance(action, Reject):
-            future = self._waiters.pop(action.request_id, None)
-            if future is not None and not future.done():
-                future.set_exception(
-                    Rejected(
-                        f"request {action.request_id} handed back unsent "
-                        f"({action.reason.value}: metadata no longer lists its broker); "
-                        f"retry with fresh metadata ({self!r})"
-                    )
+    # --- the driver contract's operations ---------------------------------------------------
+
+    def connect(self, conn_id: int, key: ConnectionKey) -> None:
+        self.ledger.opened(self.now_ms, conn_id, key)
+        self._dialing[conn_id] = self._loop.create_task(self._connect(conn_id, key))
+
+    def lease(self, conn_id: int, request_id: int) -> None:
+        self._lease(conn_id, request_id)
+
+    def close(self, conn_id: int, reason: CloseReason) -> None:
+        self._close(conn_id, reason)
+
+    def adopt(self, conn_id: int, old_key: ConnectionKey, new_key: ConnectionKey) -> None:
+        self.ledger.adopted(self.now_ms, conn_id, new_key)
+
+    def reject(self, request_id: int, reason: RejectReason) -> None:
+        future = self._waiters.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_exception(
+                Rejected(
+                    f"request {request_id} handed back unsent "
+                    f"({reason.value}: metadata no longer lists its broker); "
+                    f"retry with fresh metadata ({self!r})"
                 )
-        elif isinstance(action, RefreshMetadata):
-            if self._on_refresh is not None:
-                self._on_refresh()
-        elif isinstance(action, WakeAt):
-            if self._wake is not None:
-                self._wake.cancel()
-            self._wake = self._loop.call_at(
-                self._t0 + action.at_ms / 1000.0, self.feed, TimePassed()
             )
+
+    def refresh_metadata(self) -> None:
+        if self._on_refresh is not None:
+            self._on_refresh()
+
+    def wake_at(self, at_ms: float) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = self._loop.call_at(self._t0 + at_ms / 1000.0, self.feed, TimePassed())
 
     def _lease(self, conn_id: int, request_id: int) -> None:
         future = self._waiters.pop(request_id, None)
@@ -229,11 +226,11 @@ class PolicyDriver:
             self._loop.call_soon(self._withdraw, request_id)
             return
         self._leased[request_id] = conn_id
-        future.set_result(Lease(request_id, conn_id, conn))
+        future.set_result(Leased(request_id, conn_id, conn))
 
     def _withdraw(self, request_id: int) -> None:
         if not self.closed:
-            self.feed(ResponseReceived(request_id))
+            self.feed(RequestWithdrawn(request_id))
 
     async def _connect(self, conn_id: int, key: ConnectionKey) -> None:
         try:
@@ -275,13 +272,13 @@ class PolicyDriver:
             # established, so it cannot be "closed by the peer".
             return
         self._conns.pop(conn_id, None)
-        self.ledger.closed(self.now_ms, conn_id, f"peer:{getattr(reason, 'name', reason)}")
-        # Requests leased on it fail to their callers (aiokafka raises): withdraw them so the
-        # policy does not re-send requests nobody waits for.
+        self.ledger.peer_closed(self.now_ms, conn_id, str(getattr(reason, "name", reason)))
+        # Requests leased on it fail to their callers (aiokafka raises): report them failed
+        # so the policy does not re-send requests nobody waits for.
         for request_id, leased_on in list(self._leased.items()):
             if leased_on == conn_id:
                 del self._leased[request_id]
-                self.feed(ResponseReceived(request_id))
+                self.feed(RequestFailed(request_id))
         self.feed(ConnectionClosedByPeer(conn_id))
         if self._on_lost is not None:
             self._on_lost("connection lost")

@@ -138,7 +138,8 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
         super().__init__(*topics, **kwargs)
         group = kwargs.get("group_id")
         lookups = () if group is None else (CoordinatorRef.group(str(group)),)
-        PolicyClient.upgrade(self._client, options, ClientKind.CONSUMER, lookups)
+        client = PolicyClient.upgrade(self._client, options, ClientKind.CONSUMER, lookups)
+        client.follow_assignment(self._subscription)
 
     @property
     def ledger(self) -> ConnectionLedger:

@@ -66,7 +66,7 @@ from aiokafka.conn import collect_hosts
 
 from connmgr.core.identity import Role
 from connmgr.errors import ConnMgrError
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, ConnEvent, observed_key
 
 __all__ = [
     "Choice",
@@ -297,9 +297,12 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
     ) -> Any:
         """Record one ``create_conn`` call made for ``scope``; called by the wrapper only."""
         conn_id = next(self._observed_ids)
+        index = 0
         if scope.role is Role.BOOTSTRAP:
-            self._record_bootstrap_choice(host, port, scope)
-        self.ledger.opened(self.now_ms(), conn_id, host, port, scope.broker, scope.role)
+            index = self._record_bootstrap_choice(host, port, scope)
+        self.ledger.opened(
+            self.now_ms(), conn_id, observed_key(host, port, scope.broker, scope.role, index)
+        )
         kwargs = {**kwargs, "on_close": self._close_hook(conn_id, kwargs.get("on_close"))}
         try:
             conn = await original(host, port, **kwargs)
@@ -313,7 +316,7 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
         self._observed_live[conn_id] = finalizer
         return conn
 
-    def _record_bootstrap_choice(self, host: str, port: int, scope: _DialScope) -> None:
+    def _record_bootstrap_choice(self, host: str, port: int, scope: _DialScope) -> int:
         # bootstrap() walks a random.shuffle of bootstrap_servers (aiokafka.conn.collect_hosts
         # shuffles by default): name the entry dialled by its index in the configured list.
         # randomize=False parses the same list without touching the random module's state.
@@ -321,6 +324,7 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
         index = configured.index((host, port)) if (host, port) in configured else -1
         self.choices.append(("bootstrap_retry" if scope.dialled else "bootstrap", index))
         scope.dialled.append(index)
+        return index
 
     def _close_hook(
         self, conn_id: int, original: Callable[[Any, Any], None] | None
@@ -350,7 +354,7 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
         by_endpoint = {(b.host, b.port): b.nodeId for b in self.cluster.brokers()}
         for entry in self.ledger.entries:
             if (
-                entry.kind == "open"
+                entry.kind is ConnEvent.DIAL
                 and entry.role is Role.BOOTSTRAP
                 and entry.conn_id not in self.bootstrap_brokers
             ):
@@ -374,7 +378,7 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
                 e.role,
             )
             for e in self.ledger.entries
-            if e.kind == "open"
+            if e.kind is ConnEvent.DIAL
         ]
 
 

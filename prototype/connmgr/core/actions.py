@@ -34,8 +34,10 @@ class Connect:
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
-    """Write request ``request_id`` on connection ``conn_id`` (which is READY)."""
+class Lease:
+    """Lend READY connection ``conn_id`` to request ``request_id``: the caller writes the
+    request there and reports how it ended (ResponseReceived or MetadataReceived,
+    RequestFailed, RequestWithdrawn)."""
 
     conn_id: int
     request_id: int
@@ -88,4 +90,4 @@ class WakeAt:
     at_ms: float
 
 
-Action = Connect | Send | Close | Adopt | Reject | RefreshMetadata | WakeAt
+Action = Connect | Lease | Close | Adopt | Reject | RefreshMetadata | WakeAt

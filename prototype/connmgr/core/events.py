@@ -109,6 +109,27 @@ class ConnectionClosedByPeer:
 
 @dataclass(frozen=True, slots=True)
 class ResponseReceived:
+    """Request ``request_id`` was answered (any answer but a metadata one, see
+    MetadataReceived): the connection it was leased did its job."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """Leased request ``request_id`` ended without an answer: it timed out, or its write or
+    read failed. Its connection, if broken, is reported separately (ConnectionClosedByPeer);
+    the caller retries with a new request id, so the policy forgets this one."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestWithdrawn:
+    """The caller no longer wants request ``request_id``: it gave up waiting for a
+    connection, was cancelled, or took a lease only to probe readiness. Sent or not, the
+    policy forgets it and does not place it again."""
+
     request_id: int
 
 
@@ -134,6 +155,8 @@ Event = (
     | ConnectionFailed
     | ConnectionClosedByPeer
     | ResponseReceived
+    | RequestFailed
+    | RequestWithdrawn
     | TimePassed
     | ClientClosed
 )

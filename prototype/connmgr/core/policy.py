@@ -7,8 +7,10 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   construction (a seeded ``random.Random`` in practice). The same events, times and seed give
   the same actions, always.
 * A policy decides, the driver acts. :meth:`Policy.handle` takes one event and returns the
-  actions (``Connect``, ``Send``, ``Close``, ``Adopt``, ``WakeAt``) the driver must carry out,
-  in order. Creating a connection record does not dial; a ``Connect`` action does.
+  actions (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``Reject``, ``RefreshMetadata``,
+  ``WakeAt``) the driver must carry out, in order (the driver contract,
+  :mod:`connmgr.core.driver`). Creating a connection record does not dial; a ``Connect``
+  action does.
 * Bookkeeping lives here once; decisions live in the subclasses. A subclass says where a
   request goes (:meth:`Policy.place`) and reacts to lifecycle hooks; it never edits connection
   states directly but calls the helpers below, which go through the state table.
@@ -44,10 +46,10 @@ from connmgr.core.actions import (
     Close,
     CloseReason,
     Connect,
+    Lease,
     RefreshMetadata,
     Reject,
     RejectReason,
-    Send,
     WakeAt,
 )
 from connmgr.core.config import PolicyConfig
@@ -66,6 +68,8 @@ from connmgr.core.events import (
     Event,
     InterestChanged,
     MetadataReceived,
+    RequestFailed,
+    RequestWithdrawn,
     ResponseReceived,
     TimePassed,
 )
@@ -280,7 +284,11 @@ class Policy(ABC):
         match event:
             case TimePassed():
                 pass
-            case ResponseReceived(request_id):
+            case (
+                ResponseReceived(request_id)
+                | RequestFailed(request_id)
+                | RequestWithdrawn(request_id)
+            ):
                 self._complete(request_id)
             case BrokerRequestNeeded():
                 self._broker_request(event)
@@ -346,6 +354,14 @@ class Policy(ABC):
 
     def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
         """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""
+
+    def needed_connections(self) -> frozenset[int] | None:
+        """Ids of the READY connections this policy keeps open now because something needs
+        them (a leader in use, a coordinator, an any-node anchor, a request), or None for a
+        policy with no notion of need -- today's clients keep whatever they opened until it
+        idles out. The property suite's tightness checks and the simulator's steady state
+        read it."""
+        return None
 
     def maintain(self) -> None:
         """Hook run after every event: timers, closing what is no longer wanted."""
@@ -449,7 +465,7 @@ class Policy(ABC):
         conn.in_flight[request.request_id] = request
         conn.last_used_ms = self._now
         self._placed[request.request_id] = conn
-        self._out.append(Send(conn.conn_id, request.request_id))
+        self._out.append(Lease(conn.conn_id, request.request_id))
 
     def close(self, conn: Connection, reason: CloseReason) -> None:
         """Close ``conn`` now; anything it still held goes back to pending."""
@@ -596,14 +612,16 @@ class Policy(ABC):
                 raise PolicyMisuse(f"place() returned {conn!r}, which cannot take requests")
 
     def _complete(self, request_id: int) -> None:
+        """Request ``request_id`` is over: answered, failed or withdrawn."""
         conn = self._placed.pop(request_id, None)
         if conn is None:
-            # A response for a request we re-queued after its connection went away: the
-            # driver raced us. The request is done; drop the pending copy.
+            # Still pending: withdrawn before any connection took it, or over for a
+            # driver that learnt first that its connection broke (the policy had put it
+            # back to pending). Drop it.
             self._pending = [r for r in self._pending if r.request_id != request_id]
             return
         if conn.in_flight.pop(request_id, None) is None:
-            # Withdrawn before it was sent (the driver gave up waiting): unqueue it.
+            # Queued on a connection still dialling, and withdrawn: unqueue it.
             conn.waiting = [r for r in conn.waiting if r.request_id != request_id]
         conn.last_used_ms = self._now
         if conn.state is ConnState.DRAINING and not conn.in_flight:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from connmgr.core.identity import COORDINATOR_ID_BASE, Role
 from connmgr.javalog import LoggedConnectionEvent
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, observed_key
 
 __all__ = ["LogAccount", "build_ledger", "open_counts", "role_of"]
 
@@ -33,6 +33,12 @@ def role_of(node: str) -> tuple[Role, int | None]:
     if n > 2**30:
         return Role.COORDINATION, COORDINATOR_ID_BASE - n
     return Role.DATA, n
+
+
+def _bootstrap_index(node: str) -> int:
+    """Bootstrap entry ``-N`` is index N - 1 of ``bootstrap.servers``; 0 for any other id."""
+    n = 0 if node.startswith("+") else int(node)
+    return -n - 1 if n < 0 else 0
 
 
 @dataclass
@@ -94,7 +100,8 @@ def build_ledger(
             role, broker = role_of(e.node)
             conn_id = account.opened
             account.opened += 1
-            ledger.opened(t_ms, conn_id, e.host, e.port, broker, role)
+            key = observed_key(e.host, e.port, broker, role, _bootstrap_index(e.node))
+            ledger.opened(t_ms, conn_id, key)
             current[e.node] = conn_id
         elif e.kind == "established" and e.node in current:
             ledger.established(t_ms, current[e.node])

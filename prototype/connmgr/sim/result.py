@@ -12,6 +12,7 @@ from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
 from connmgr.core.policy import Policy
+from connmgr.ledger import ConnectionLedger, ConnEntry, Dial, key_json
 
 
 @dataclass(slots=True)
@@ -32,16 +33,6 @@ class ConnRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TimelineEntry:
-    t_ms: float
-    kind: str
-    conn_id: int
-    key: ConnectionKey
-    backend: int | None
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class RequestRecord:
     t_ms: float
     request_id: int
@@ -58,17 +49,6 @@ class RequestRecord:
     A request sent elsewhere went by stale metadata."""
 
 
-def key_json(key: ConnectionKey) -> dict[str, Any]:
-    return {
-        "node": key.node.java_id,
-        "broker": key.broker_id,
-        "host": key.endpoint.host,
-        "port": key.endpoint.port,
-        "purpose": key.purpose.value,
-        "role": key.role.value,
-    }
-
-
 @dataclass
 class RunResult:
     scenario: str
@@ -83,7 +63,7 @@ class RunResult:
     by_role: dict[str, dict[str, int]]
     by_broker: dict[str, dict[str, int]]
     steady_connections: list[dict[str, Any]]
-    timeline: list[TimelineEntry]
+    ledger: ConnectionLedger
     requests: list[RequestRecord]
     misrouted: int
     leaked: int
@@ -130,7 +110,7 @@ class RunResult:
             by_role=by_role,
             by_broker=dict(sorted(brokers.items(), key=lambda kv: _broker_order(kv[0]))),
             steady_connections=[key_json(k) for k in steady],
-            timeline=sim.timeline,
+            ledger=sim.ledger,
             requests=sim.request_log,
             misrouted=sim.misrouted,
             leaked=leaked,
@@ -141,32 +121,22 @@ class RunResult:
             conn_records=sim.conn_records,
         )
 
+    @property
+    def timeline(self) -> list[ConnEntry]:
+        """Every connection event of the run, in order (the ledger's entries)."""
+        return self.ledger.entries
+
     def connection_sequence(self) -> list[tuple[int, str, int]]:
         """(node id as the Java client prints it, host, port) of every dial, in order."""
-        return [
-            (e.key.node.java_id, e.key.endpoint.host, e.key.endpoint.port)
-            for e in self.timeline
-            if e.kind == "connect"
-        ]
+        return [(e.key.node.java_id, e.host, e.port) for e in self.ledger.dial_entries()]
 
     def role_sequence(self) -> list[tuple[int | None, Role]]:
         """(broker id, role) of every dial, in order, as a real client's ledger records it."""
-        return [(e.key.broker_id, e.key.role) for e in self.timeline if e.kind == "connect"]
+        return self.ledger.sequence()
 
-    def dial_batches(self) -> list[list[tuple[int | None, Role, str]]]:
-        """(broker, role, host:port) of every dial, grouped by the instant it started: a
-        client that dials several brokers at one instant (a fetch round) gives them no
-        defined order."""
-        batches: list[list[tuple[int | None, Role, str]]] = []
-        last: float | None = None
-        for e in self.timeline:
-            if e.kind != "connect":
-                continue
-            if e.t_ms != last:
-                batches.append([])
-                last = e.t_ms
-            batches[-1].append((e.key.broker_id, e.key.role, str(e.key.endpoint)))
-        return batches
+    def dial_batches(self) -> list[list[Dial]]:
+        """(broker, role, host:port) of every dial, grouped by the instant it started."""
+        return self.ledger.dial_batches()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -190,17 +160,7 @@ class RunResult:
 
     def as_json(self) -> dict[str, Any]:
         data = self.summary()
-        data["timeline"] = [
-            {
-                "t_ms": round(e.t_ms, 3),
-                "event": e.kind,
-                "conn": e.conn_id,
-                "reached": e.backend,
-                **key_json(e.key),
-                **({"reason": e.reason} if e.reason else {}),
-            }
-            for e in self.timeline
-        ]
+        data["timeline"] = self.ledger.timeline()
         data["requests"] = [
             {
                 "t_ms": round(r.t_ms, 3),
@@ -225,12 +185,12 @@ def _broker_order(name: str) -> tuple[int, int]:
 def java_log_events(result: RunResult) -> list[tuple[float, str, str, int, int, str]]:
     """The run as (t_ms, kind, host, port, node id, reason) rows for :mod:`connmgr.javalog`:
     dials, closes, and the node each metadata request went to, in time order."""
-    rows: list[tuple[float, int, str, str, int, int, str]] = []
-    for n, e in enumerate(result.timeline):
-        if e.kind in ("connect", "close", "peer_closed"):
-            kind = "connect" if e.kind == "connect" else "close"
-            ep = e.key.endpoint
-            rows.append((e.t_ms, n, kind, ep.host, ep.port, e.key.node.java_id, e.reason))
+    rows = [
+        (t, n, kind, host, port, node, reason)
+        for n, (t, kind, host, port, node, reason) in enumerate(
+            result.ledger.java_log_rows(failures=False)
+        )
+    ]
     offset = len(rows)
     for n, r in enumerate(result.requests):
         if r.api is Api.METADATA:
@@ -247,7 +207,9 @@ class FinishedRun(Protocol):
     policy: Policy
     duration_ms: float
     conn_records: list[ConnRecord]
-    timeline: list[TimelineEntry]
+    ledger: ConnectionLedger
     request_log: list[RequestRecord]
     misrouted: int
-    events: int
+
+    @property
+    def events(self) -> int: ...

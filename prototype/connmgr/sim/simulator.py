@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from connmgr.core.actions import Adopt, Close, Connect, RefreshMetadata, Reject, Send, WakeAt
+from connmgr.core.actions import CloseReason, RejectReason
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
+from connmgr.core.driver import EventPump
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
     Api,
@@ -38,10 +39,11 @@ from connmgr.core.identity import ConnectionKey, Purpose
 from connmgr.core.metadata import TopicPartition
 from connmgr.core.policy import Policy
 from connmgr.errors import PolicyMisuse
+from connmgr.ledger import ConnectionLedger
 from connmgr.sim.clients import ClientModel
 from connmgr.sim.cluster import ClusterModel
 from connmgr.sim.request import SimRequest
-from connmgr.sim.result import ConnRecord, RequestRecord, RunResult, TimelineEntry
+from connmgr.sim.result import ConnRecord, RequestRecord, RunResult
 
 MIN_LATENCY_MS = 0.1
 """Even on loopback nothing is instantaneous; keeps causally ordered events apart."""
@@ -60,7 +62,11 @@ class SimConn:
 
 
 class Simulator:
-    """Run one client life. Build with a policy, a cluster and a client factory; call run()."""
+    """Run one client life. Build with a policy, a cluster and a client factory; call run().
+
+    A driver of the contract in :mod:`connmgr.core.driver`: events go through its
+    :class:`~connmgr.core.driver.EventPump`, and the operations below carry out the actions
+    the way a network would; every connection's life goes into :attr:`ledger`."""
 
     def __init__(
         self,
@@ -86,10 +92,10 @@ class Simulator:
         self._severed: dict[int, SimConn] = {}
         """Connections reset by the peer that the policy has not yet been told about."""
         self._requests: dict[int, SimRequest] = {}
-        self.timeline: list[TimelineEntry] = []
+        self.ledger = ConnectionLedger()
         self.request_log: list[RequestRecord] = []
         self.conn_records: list[ConnRecord] = []
-        self.events = 0
+        self._pump = EventPump(policy, self, lambda: self.now)
         self.misrouted = 0
         self._metadata_answers = 0
         for at, change in changes or []:
@@ -164,29 +170,32 @@ class Simulator:
 
     # --- the policy ----------------------------------------------------------------------
 
+    @property
+    def events(self) -> int:
+        """Events fed to the policy so far."""
+        return self._pump.events
+
     def deliver(self, event: Event) -> None:
         """Hand ``event`` to the policy now and carry out its actions."""
-        self.events += 1
-        actions = self.policy.handle(event, self.now)
-        for action in actions:
-            if isinstance(action, Send):
-                self._do_send(action.conn_id, action.request_id)
-            elif isinstance(action, Connect):
-                self._do_connect(action.conn_id, action.key)
-            elif isinstance(action, Close):
-                self._do_close(action.conn_id, action.reason.value)
-            elif isinstance(action, WakeAt):
-                if action.at_ms != self._wake_at:
-                    self._wake_at = action.at_ms
-                    self.at(action.at_ms, functools.partial(self._wake, action.at_ms))
-            elif isinstance(action, Adopt):
-                self._do_adopt(action.conn_id, action.new_key)
-            # The two below call back into the client, which may feed new events: done after
-            # the actions of this event, as a real client's next loop turn would.
-            elif isinstance(action, Reject):
-                self.at(self.now, functools.partial(self._do_reject, action.request_id))
-            elif isinstance(action, RefreshMetadata):
-                self.at(self.now, functools.partial(self._refresh_metadata, self._metadata_answers))
+        self._pump.feed(event)
+
+    # --- the driver contract's operations ---------------------------------------------------
+
+    # connect, lease, close and adopt are below, with the network they model.
+
+    def wake_at(self, at_ms: float) -> None:
+        if at_ms != self._wake_at:
+            self._wake_at = at_ms
+            self.at(at_ms, functools.partial(self._wake, at_ms))
+
+    # The two below call back into the client, which may feed new events: done after the
+    # actions of this event, as a real client's next loop turn would.
+
+    def reject(self, request_id: int, reason: RejectReason) -> None:
+        self.at(self.now, functools.partial(self._do_reject, request_id))
+
+    def refresh_metadata(self) -> None:
+        self.at(self.now, functools.partial(self._refresh_metadata, self._metadata_answers))
 
     def _refresh_metadata(self, answers_when_asked: int) -> None:
         """The policy asked for metadata; an answer that arrived since satisfies it."""
@@ -204,12 +213,7 @@ class Simulator:
             self._wake_at = None
             self.deliver(TimePassed())
 
-    def _log(self, kind: str, conn: SimConn, reason: str = "") -> None:
-        self.timeline.append(
-            TimelineEntry(self.now, kind, conn.conn_id, conn.key, conn.backend, reason)
-        )
-
-    def _do_connect(self, conn_id: int, key: ConnectionKey) -> None:
+    def connect(self, conn_id: int, key: ConnectionKey) -> None:
         backend = self.cluster.resolve(key)
         bid = key.broker_id
         placed = (
@@ -221,7 +225,7 @@ class Simulator:
         self.conn_records.append(record)
         conn = SimConn(conn_id, key, backend, record, last_active=self.now)
         self._conns[conn_id] = conn
-        self._log("connect", conn)
+        self.ledger.opened(self.now, conn_id, key, backend)
         if backend is None:
             self.at(self.now + MIN_LATENCY_MS, lambda: self._connect_result(conn, ok=False))
         else:
@@ -235,18 +239,19 @@ class Simulator:
         if ok and conn.backend is not None and self.cluster.brokers[conn.backend].up:
             conn.ready = True
             conn.last_active = self.now
-            self._log("established", conn)
+            self.ledger.established(self.now, conn.conn_id)
             self._schedule_reap(conn)
             confirmed = conn.backend if self.cluster.confirms_identity else None
             self.deliver(ConnectionEstablished(conn.conn_id, confirmed))
         else:
             conn.open = False
             conn.record.closed_ms = self.now
-            self._log("failed", conn)
+            self.ledger.failed(self.now, conn.conn_id)
             self.deliver(ConnectionFailed(conn.conn_id))
             self.client.metadata_stale()
 
-    def _do_send(self, conn_id: int, rid: int) -> None:
+    def lease(self, conn_id: int, request_id: int) -> None:
+        rid = request_id
         if conn_id in self._severed:
             return  # lost on a socket already reset; the policy hears of it next
         conn = self._conns[conn_id]
@@ -297,20 +302,20 @@ class Simulator:
             return self.cluster.coordinator_of(req.coordinator) == backend
         return all(self.cluster.leader(tp) == backend for tp in req.partitions)
 
-    def _do_close(self, conn_id: int, reason: str) -> None:
+    def close(self, conn_id: int, reason: CloseReason) -> None:
         if conn_id in self._severed:
             return  # already reset by the peer; the policy hears of it next
         conn = self._conns.pop(conn_id)
         conn.open = False
         conn.record.closed_ms = self.now
-        conn.record.close_reason = reason
-        self._log("close", conn, reason)
+        conn.record.close_reason = reason.value
+        self.ledger.closed(self.now, conn_id, reason.value)
 
-    def _do_adopt(self, conn_id: int, new_key: ConnectionKey) -> None:
+    def adopt(self, conn_id: int, old_key: ConnectionKey, new_key: ConnectionKey) -> None:
         conn = self._conns.get(conn_id) or self._severed[conn_id]
         conn.key = new_key
         conn.record.adopted_as = new_key
-        self._log("adopt", conn)
+        self.ledger.adopted(self.now, conn_id, new_key)
 
     def peer_close(self, conn: SimConn, reason: str) -> None:
         """The broker side closes ``conn`` (broker down, broker idle reaping)."""
@@ -330,7 +335,7 @@ class Simulator:
             self._severed[conn.conn_id] = conn
             conn.record.closed_ms = self.now
             conn.record.close_reason = reason
-            self._log("peer_closed", conn, reason)
+            self.ledger.peer_closed(self.now, conn.conn_id, reason)
         for conn in severed:
             del self._severed[conn.conn_id]
             if conn.ready:
@@ -398,8 +403,8 @@ class Simulator:
         self.deliver(TimePassed())
         steady = self.open_connections()
         steady_keys = [c.key for c in steady]
-        needed = getattr(self.policy, "needed_connections", None)
-        needed_ids = sorted(needed()) if callable(needed) else None
+        needed = self.policy.needed_connections()
+        needed_ids = None if needed is None else sorted(needed)
         self.deliver(ClientClosed())
         leaked = self.open_connections()
         return RunResult.build(

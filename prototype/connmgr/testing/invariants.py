@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
 from connmgr.core.state import ConnState
+from connmgr.ledger import ConnEvent
 from connmgr.sim.simulator import Simulator
 from connmgr.testing.world import GROUP, TOPIC
 
@@ -56,7 +57,7 @@ LOSSES = frozenset({"broker_down", "network"})
 
 def established(sim: Simulator) -> int:
     """Connections that completed their handshake so far."""
-    return sum(1 for e in sim.timeline if e.kind == "established")
+    return sim.ledger.count(ConnEvent.ESTABLISHED)
 
 
 def serves_workload(sim: Simulator) -> bool:
@@ -171,8 +172,8 @@ def stale_coordinators(candidate: Simulator, baseline: Simulator) -> int:
     told = coordinator_targets(candidate) - coordinator_targets(baseline)
     dialled = {
         f"coordinator:{e.key.broker_id}"
-        for e in candidate.timeline
-        if e.kind == "established" and e.key.purpose is Purpose.COORDINATION
+        for e in candidate.ledger.entries
+        if e.kind is ConnEvent.ESTABLISHED and e.key.purpose is Purpose.COORDINATION
     }
     return len(told & dialled)
 
@@ -182,13 +183,13 @@ def redialled(sim: Simulator) -> int:
     closed as unneeded."""
     closed: set[tuple[int, Purpose]] = set()
     count = 0
-    for entry in sim.timeline:
+    for entry in sim.ledger.entries:
         if entry.key.broker_id is None:
             continue
         what = (entry.key.broker_id, entry.key.purpose)
-        if entry.kind == "close" and entry.reason == "unneeded":
+        if entry.kind is ConnEvent.CLOSED and entry.reason == CloseReason.UNNEEDED.value:
             closed.add(what)
-        elif entry.kind == "established" and what in closed:
+        elif entry.kind is ConnEvent.ESTABLISHED and what in closed:
             closed.discard(what)
             count += 1
     return count
@@ -221,10 +222,9 @@ def unneeded(sim: Simulator) -> list[int] | None:
     """The candidate's ready sockets that nothing needs and nothing is using (None for a
     policy that does not say what it needs)."""
     policy = sim.policy
-    needed_of: Callable[[], frozenset[int]] | None = getattr(policy, "needed_connections", None)
-    if needed_of is None:
+    needed = policy.needed_connections()
+    if needed is None:
         return None
-    needed = needed_of()
     return [
         c.conn_id
         for c in policy.records()
@@ -281,4 +281,4 @@ def check_safety(sim: Simulator, start: int, budget: int | None) -> None:
 
 
 def trace(sim: Simulator) -> tuple[list[Any], list[Any]]:
-    return list(sim.timeline), list(sim.request_log)
+    return list(sim.ledger.entries), list(sim.request_log)

@@ -368,7 +368,7 @@ class RealPairMachine(RuleBasedStateMachine):
         if policy.pending_requests or any(v.state is not ConnState.READY for v in views):
             return False
         needed = policy.needed_connections()
-        if any(v.conn_id not in needed for v in views):
+        if needed is None or any(v.conn_id not in needed for v in views):
             return False
         return len(self.producer.ledger.open_now()) == len(views)
 
