@@ -214,7 +214,7 @@ def test_a_dial_at_a_full_budget_is_deferred_until_a_socket_goes_quiet() -> None
     heartbeat = next(c.ids)
     assert of(c.at(4, CoordinatorRequestNeeded(heartbeat, Api.HEARTBEAT, 3)), Connect) == []
     # Held as a DEFERRED record, not a socket: connections() lists sockets only.
-    states = {(r.key.broker_id, r.key.purpose): r.state for r in c.p.records()}
+    states = {(r.key.broker_id, r.key.purpose): r.state for r in c.p.table.records()}
     assert states[(3, Purpose.COORDINATION)] is ConnState.DEFERRED
     assert c.p.socket_count() == len(c.p.connections()) == 1
     actions = c.at(5, ResponseReceived(fetch))  # the fetch socket goes quiet: room is made

@@ -22,9 +22,10 @@ import asyncio
 import functools
 
 import pytest
+from connmgr.core.connections import Connection
 from connmgr.core.events import Api
 from connmgr.core.identity import CoordinatorNode, Purpose
-from connmgr.core.policy import Connection, Request, ToCoordinator
+from connmgr.core.request import Request, ToCoordinator
 from connmgr.javalog import parse_sent_requests
 from connmgr.policies import JavaTodayPolicy
 from connmgr.realrun import RealRun, run_real, sequence_differences

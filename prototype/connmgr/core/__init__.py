@@ -20,6 +20,7 @@ from connmgr.core.actions import (
 )
 from connmgr.core.api import Api
 from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.connections import ConnectionView
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef
 from connmgr.core.endpoint import DEFAULT_PORT, Endpoint, parse_bootstrap, parse_endpoint
 from connmgr.core.events import (
@@ -49,7 +50,8 @@ from connmgr.core.identity import (
     Role,
 )
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
-from connmgr.core.policy import ConnectionView, Policy, RandomSource
+from connmgr.core.policy import Policy
+from connmgr.core.rng import RandomSource
 from connmgr.core.state import TRANSITIONS, ConnState, Trigger
 
 __all__ = [

@@ -33,6 +33,12 @@ what they fed):
 ``TimePassed``           the time a ``WakeAt`` asked for has come
 ``ClientClosed``         the application closed the client (last event)
 =======================  ===================================================================
+
+Two differences are by design. A driver whose callers see a broken connection (the aio
+driver: aiokafka raises to whoever awaited the request) feeds ``RequestFailed`` for each
+request leased on it before ``ConnectionClosedByPeer``; the simulator's client models do not
+see the failure, so the policy re-places their requests. And only the simulator can report a
+broker's confirmed identity in ``ConnectionEstablished`` (no Kafka release confirms it).
 """
 
 from __future__ import annotations

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections.abc import MutableSequence, Sequence
-from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar
 
 from connmgr.core.actions import (
     Action,
@@ -53,6 +51,7 @@ from connmgr.core.actions import (
     WakeAt,
 )
 from connmgr.core.config import PolicyConfig
+from connmgr.core.connections import Connection, ConnectionTable, ConnectionView
 from connmgr.core.coordinator import CoordinatorRef, CoordinatorTable
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
@@ -73,124 +72,13 @@ from connmgr.core.events import (
     ResponseReceived,
     TimePassed,
 )
-from connmgr.core.identity import ConnectionKey, NodeIdentity, Purpose
+from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import ClusterMetadata, TopicPartition
 from connmgr.core.metrics import Metrics
-from connmgr.core.state import SOCKET_STATES, ConnState, Trigger, next_state
+from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
+from connmgr.core.rng import RandomSource
+from connmgr.core.state import SOCKET_STATES, ConnState, Trigger
 from connmgr.errors import PolicyMisuse
-
-_T = TypeVar("_T")
-
-
-class RandomSource(Protocol):
-    """The part of ``random.Random`` policies use; pass a seeded instance."""
-
-    def random(self) -> float: ...
-
-    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
-
-    def shuffle(self, x: MutableSequence[_T]) -> None: ...
-
-
-# --- where a request must go -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ToBootstrap:
-    """The first metadata request: only bootstrap servers are known."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToAnyNode:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ToBroker:
-    broker_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class ToCoordinator:
-    broker_id: int
-    coordinator: CoordinatorRef
-
-
-Target = ToBootstrap | ToAnyNode | ToBroker | ToCoordinator
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    request_id: int
-    api: Api
-    target: Target
-    since_md: int = 0
-    """How many metadata responses the policy had when the request arrived: metadata newer
-    than the request that still lacks its broker means the broker is gone (``Reject``)."""
-
-
-# --- connection records ------------------------------------------------------------------
-
-
-class Connection:
-    """A policy's record of one socket (or of one wanted socket, while DEFERRED).
-
-    Mutable and private to the policy; drivers see :class:`ConnectionView` values.
-    """
-
-    __slots__ = (
-        "confirmed_id",
-        "conn_id",
-        "drain_reason",
-        "failures",
-        "in_flight",
-        "key",
-        "last_used_ms",
-        "opened_ms",
-        "retry_at_ms",
-        "role",
-        "state",
-        "unneeded_since_ms",
-        "waiting",
-    )
-
-    def __init__(self, conn_id: int, key: ConnectionKey, now_ms: float) -> None:
-        self.conn_id = conn_id
-        self.key = key
-        self.role = key.role
-        self.state = ConnState.DEFERRED
-        self.opened_ms = now_ms
-        self.last_used_ms = now_ms
-        self.in_flight: dict[int, Request] = {}
-        self.waiting: list[Request] = []
-        self.unneeded_since_ms: float | None = None
-        self.confirmed_id: int | None = None
-        """The broker id the peer confirmed when the connection was established, if any."""
-        self.failures = 0
-        self.retry_at_ms = 0.0
-        self.drain_reason = CloseReason.UNNEEDED
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.in_flight or self.waiting)
-
-    def move(self, trigger: Trigger) -> None:
-        self.state = next_state(self.state, trigger)
-
-    def __repr__(self) -> str:
-        return f"<conn {self.conn_id} {self.key} {self.state.value} inflight={len(self.in_flight)}>"
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionView:
-    """A read-only snapshot of one connection, for drivers, tests and reports."""
-
-    conn_id: int
-    key: ConnectionKey
-    state: ConnState
-    in_flight: int
-    last_used_ms: float
-
 
 # --- the policy base class ---------------------------------------------------------------
 
@@ -230,14 +118,11 @@ class Policy(ABC):
         """Where each coordinator the client talks to is (group, transaction, ...)."""
         self.interest: frozenset[TopicPartition] | None = None
         self.closed = False
-        self._conns: dict[int, Connection] = {}
-        self._by_key: dict[ConnectionKey, Connection] = {}
-        self._by_node: dict[tuple[NodeIdentity, Purpose], Connection] = {}
-        self._failed: dict[ConnectionKey, Connection] = {}
+        self.table = ConnectionTable()
+        """The connection records (bookkeeping only; the policy decides and acts)."""
         self._pending: list[Request] = []
         self._placed: dict[int, Connection] = {}
         self._idle_heap: list[tuple[float, int]] = []
-        self._next_conn_id = 1
         self._now = 0.0
         self._out: list[Action] = []
         self._wake_at: float | None = None
@@ -381,7 +266,7 @@ class Policy(ABC):
         """Every connection holding a socket, in dial order."""
         return tuple(
             ConnectionView(c.conn_id, c.key, c.state, len(c.in_flight), c.last_used_ms)
-            for c in self._conns.values()
+            for c in self.table.all()
             if c.state in SOCKET_STATES
         )
 
@@ -394,7 +279,7 @@ class Policy(ABC):
 
     def __repr__(self) -> str:
         states: dict[str, int] = {}
-        for c in self._conns.values():
+        for c in self.table.all():
             states[c.state.value] = states.get(c.state.value, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         brokers = len(self.metadata.brokers) if self.metadata else 0
@@ -404,55 +289,41 @@ class Policy(ABC):
             f"{' closed' if self.closed else ''}>"
         )
 
-    # --- helpers for subclasses ----------------------------------------------------------
-
-    def live(self, key: ConnectionKey) -> Connection | None:
-        """The live (DEFERRED, CONNECTING, READY or DRAINING) connection for ``key``."""
-        return self._by_key.get(key)
-
-    def live_for_node(self, node: NodeIdentity, purpose: Purpose) -> Connection | None:
-        """The live connection for a node id and purpose, whatever its endpoint: how clients
-        that key connections by node id alone find them."""
-        return self._by_node.get((node, purpose))
-
-    def records(self) -> list[Connection]:
-        """Live records (not FAILED), in dial order."""
-        return [c for c in self._conns.values() if c.state is not ConnState.FAILED]
+    # --- the policy's actions on connections ----------------------------------------------
+    #
+    # Lookups are the table's (self.table.live, .live_for_node, .records, .in_backoff); what
+    # changes a connection and tells the driver is here.
 
     def in_backoff(self, key: ConnectionKey) -> bool:
-        failed = self._failed.get(key)
-        return failed is not None and failed.retry_at_ms > self._now
+        """Whether ``key``'s last dial failed and its reconnect backoff still runs."""
+        return self.table.in_backoff(key, self._now)
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        """The usable connection for ``key``, dialling it if there is none. None while the key
-        is draining (wait for it to close) or backing off after a failed dial."""
-        conn = self._by_key.get(key)
+        """The usable connection for ``key``, or a new one if there is none (dialled now, or
+        left DEFERRED if :meth:`admit_dial` says so). None while the key is draining (wait
+        for it to close) or backing off after a failed dial."""
+        conn = self.table.live(key)
         if conn is not None:
             return None if conn.state is ConnState.DRAINING else conn
         if self.in_backoff(key):
             return None
-        return self.dial(key)
-
-    def dial(self, key: ConnectionKey) -> Connection:
-        """Create a record for ``key`` and dial it (subclasses may defer, see proposed)."""
         conn = self.new_record(key)
-        self.start_dial(conn)
+        if self.admit_dial(conn):
+            self.start_dial(conn)
         return conn
+
+    def admit_dial(self, conn: Connection) -> bool:
+        """Hook: whether a new record dials at once (True) or stays DEFERRED, its requests
+        queued on it, until the policy starts the dial itself (the proposed policy's socket
+        budget). It may close other connections first."""
+        return True
 
     def new_record(self, key: ConnectionKey) -> Connection:
-        if key in self._by_key:
+        """A DEFERRED record for ``key`` (no socket, no action yet)."""
+        if self.table.live(key) is not None:
             raise PolicyMisuse(f"a live connection for {key} already exists ({self!r})")
-        conn = Connection(self._next_conn_id, key, self._now)
-        self._next_conn_id += 1
         self.version += 1
-        previous = self._failed.pop(key, None)
-        if previous is not None:
-            conn.failures = previous.failures
-            self._retire(previous)
-        self._conns[conn.conn_id] = conn
-        self._by_key[key] = conn
-        self._by_node[(key.node, key.purpose)] = conn
-        return conn
+        return self.table.create(key, self._now)
 
     def start_dial(self, conn: Connection) -> None:
         conn.move(Trigger.DIAL)
@@ -488,14 +359,10 @@ class Policy(ABC):
     def adopt(self, conn: Connection, new_key: ConnectionKey) -> None:
         """Give the socket of ``conn`` a new identity (no I/O)."""
         old_key = conn.key
-        if new_key in self._by_key:
+        if self.table.live(new_key) is not None:
             raise PolicyMisuse(f"cannot adopt {old_key} as {new_key}: already live ({self!r})")
-        self._forget(conn)
-        conn.key = new_key
-        conn.role = new_key.role
-        self._by_key[new_key] = conn
-        self._by_node[(new_key.node, new_key.purpose)] = conn
-        self._conns[conn.conn_id] = conn
+        self.version += 1
+        self.table.rekey(conn, new_key)
         self.metrics.on_role_change(old_key.role, new_key.role)
         self._out.append(Adopt(conn.conn_id, old_key, new_key))
 
@@ -515,7 +382,7 @@ class Policy(ABC):
             return
         while heap and heap[0][0] <= self._now:
             _, conn_id = heapq.heappop(heap)
-            conn = self._conns.get(conn_id)
+            conn = self.table.get(conn_id)
             if conn is None or conn.state is not ConnState.READY:
                 continue
             if conn.in_flight:
@@ -529,7 +396,7 @@ class Policy(ABC):
         """When the earliest backoff ends, if requests are waiting for one."""
         if not self._pending:
             return None
-        times = [c.retry_at_ms for c in self._failed.values() if c.retry_at_ms > self._now]
+        times = self.table.retry_times(self._now)
         return min(times) if times else None
 
     # --- internals -----------------------------------------------------------------------
@@ -628,8 +495,8 @@ class Policy(ABC):
             self.close(conn, conn.drain_reason)
 
     def _conn(self, conn_id: int) -> Connection | None:
-        conn = self._conns.get(conn_id)
-        if conn is None and conn_id >= self._next_conn_id:
+        conn = self.table.get(conn_id)
+        if conn is None and not self.table.issued(conn_id):
             raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
         return conn  # None: already closed by us; the driver's report crossed our Close
 
@@ -655,9 +522,8 @@ class Policy(ABC):
         conn.move(Trigger.FAIL)
         conn.failures += 1
         conn.retry_at_ms = self._now + self.backoff_ms(conn.failures)
-        self._forget(conn)
-        self._conns[conn.conn_id] = conn
-        self._failed[conn.key] = conn
+        self.version += 1
+        self.table.failed(conn)
         self.metrics.on_gone(conn.role, failed=True)
         self._requeue(conn)
         self.on_connection_lost(conn, failed=True)
@@ -676,7 +542,7 @@ class Policy(ABC):
         """Requests queued on a connection (not yet sent) to a broker the new metadata no
         longer lists go back to pending, where they are re-placed or rejected: a dial to a
         broker that left the cluster must not hold them until ``request_timeout_ms``."""
-        for conn in list(self._conns.values()):
+        for conn in self.table.all():
             broker_id = conn.key.broker_id
             if conn.waiting and broker_id is not None and broker_id not in md.by_id:
                 waiting, conn.waiting = conn.waiting, []
@@ -695,26 +561,17 @@ class Policy(ABC):
 
     def _forget(self, conn: Connection) -> None:
         self.version += 1
-        self._conns.pop(conn.conn_id, None)
-        if self._by_key.get(conn.key) is conn:
-            del self._by_key[conn.key]
-        node_key = (conn.key.node, conn.key.purpose)
-        if self._by_node.get(node_key) is conn:
-            del self._by_node[node_key]
-
-    def _retire(self, failed: Connection) -> None:
-        failed.move(Trigger.CLOSE)
-        self._conns.pop(failed.conn_id, None)
+        self.table.forget(conn)
 
     def _shutdown(self) -> None:
         self.closed = True
         self._pending = []
-        for conn in list(self._conns.values()):
+        for conn in self.table.all():
             if conn.state is ConnState.FAILED:
-                self._retire(conn)
+                self.table.retire(conn)
             else:
                 self.close(conn, CloseReason.SHUTDOWN)
-        self._failed.clear()
+        self.table.clear_failed()
         self._placed.clear()
 
     def _schedule_wake(self) -> None:
@@ -736,14 +593,3 @@ class Policy(ABC):
         if at != self._wake_at:
             self._wake_at = at
             self._out.append(WakeAt(at))
-
-
-def first_ready(conns: Sequence[Connection]) -> Connection | None:
-    """The READY connection with the fewest requests in flight (earliest dialled on ties)."""
-    best: Connection | None = None
-    for conn in conns:
-        if conn.state is ConnState.READY and (
-            best is None or len(conn.in_flight) < len(best.in_flight)
-        ):
-            best = conn
-    return best

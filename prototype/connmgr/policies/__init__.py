@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from connmgr.core.config import PolicyConfig
-from connmgr.core.policy import Policy, RandomSource
+from connmgr.core.policy import Policy
+from connmgr.core.rng import RandomSource
 from connmgr.errors import UnknownName
 from connmgr.policies.aiokafka_today import AiokafkaTodayPolicy
 from connmgr.policies.java_described import JavaDescribedPolicy

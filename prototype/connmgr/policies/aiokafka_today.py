@@ -21,19 +21,13 @@ from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
+from connmgr.core.connections import Connection
 from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
-from connmgr.core.policy import (
-    Connection,
-    Policy,
-    RandomSource,
-    Request,
-    ToAnyNode,
-    ToBootstrap,
-    ToBroker,
-    ToCoordinator,
-)
+from connmgr.core.policy import Policy
+from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
+from connmgr.core.rng import RandomSource
 
 
 class AiokafkaTodayPolicy(Policy):
@@ -72,7 +66,7 @@ class AiokafkaTodayPolicy(Policy):
             # except InitProducerId, whose handler uses the DEFAULT group.
             broker_id = target.broker_id
             purpose = Purpose.DATA if request.api is Api.INIT_PRODUCER_ID else Purpose.COORDINATION
-        conn = self.live_for_node(BrokerNode(broker_id), purpose)
+        conn = self.table.live_for_node(BrokerNode(broker_id), purpose)
         if conn is not None:
             return conn
         endpoint = md.endpoint_of(broker_id)
@@ -92,7 +86,7 @@ class AiokafkaTodayPolicy(Policy):
     def _bootstrap_connection(self) -> Connection | None:
         """The live bootstrap connection, else a dial to the next server (in the shuffled
         order) not backing off."""
-        for conn in self.records():
+        for conn in self.table.records():
             if conn.role is Role.BOOTSTRAP:
                 return conn
         for index in self._bootstrap_order:

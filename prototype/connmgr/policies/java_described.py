@@ -26,9 +26,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from connmgr.core.config import ClientKind
+from connmgr.core.connections import Connection
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose
 from connmgr.core.metadata import ClusterMetadata
-from connmgr.core.policy import Connection, Request, ToBootstrap
+from connmgr.core.request import Request, ToBootstrap
 from connmgr.policies.java_today import JavaTodayPolicy
 
 
@@ -51,7 +52,7 @@ class JavaDescribedPolicy(JavaTodayPolicy):
         for i in range(n):
             index = (offset + i) % n
             key = ConnectionKey(self.config.bootstrap[index], BootstrapNode(index), Purpose.DATA)
-            conn = self.live(key) or self.get_or_dial(key)
+            conn = self.table.live(key) or self.get_or_dial(key)
             if self._first_bootstrap is None:
                 self._first_bootstrap = conn
 
@@ -60,7 +61,7 @@ class JavaDescribedPolicy(JavaTodayPolicy):
         if (
             isinstance(request.target, ToBootstrap)
             and first is not None
-            and self.live(first.key) is first
+            and self.table.live(first.key) is first
         ):
             return first
         return super().place(request)
@@ -70,5 +71,5 @@ class JavaDescribedPolicy(JavaTodayPolicy):
             return
         for broker in self.metadata.brokers:
             node = BrokerNode(broker.broker_id)
-            if self.live_for_node(node, Purpose.DATA) is None:
+            if self.table.live_for_node(node, Purpose.DATA) is None:
                 self.get_or_dial(ConnectionKey(broker.endpoint, node, Purpose.DATA))

@@ -39,6 +39,7 @@ import math
 from typing import ClassVar
 
 from connmgr.core.config import PolicyConfig
+from connmgr.core.connections import Connection
 from connmgr.core.coordinator import CoordinatorKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
@@ -50,16 +51,9 @@ from connmgr.core.identity import (
     NodeIdentity,
     Purpose,
 )
-from connmgr.core.policy import (
-    Connection,
-    Policy,
-    RandomSource,
-    Request,
-    ToAnyNode,
-    ToBootstrap,
-    ToBroker,
-    ToCoordinator,
-)
+from connmgr.core.policy import Policy
+from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
+from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 
 POLL_LOOP_APIS = frozenset({Api.INIT_PRODUCER_ID, Api.GET_TELEMETRY_SUBSCRIPTIONS})
@@ -123,7 +117,7 @@ class JavaTodayPolicy(Policy):
         dialable: tuple[NodeIdentity, Endpoint] | None = None
         for i in range(len(nodes)):
             node, endpoint = nodes[(offset + i) % len(nodes)]
-            conn = self.live_for_node(node, Purpose.DATA)
+            conn = self.table.live_for_node(node, Purpose.DATA)
             if conn is not None and conn.state is ConnState.READY:
                 load = len(conn.in_flight)
                 if load == 0:
@@ -139,7 +133,7 @@ class JavaTodayPolicy(Policy):
             ):
                 dialable = (node, endpoint)
         replayed = self._replayed_pick()
-        if replayed is not None and self.live_for_node(replayed[0], Purpose.DATA) is None:
+        if replayed is not None and self.table.live_for_node(replayed[0], Purpose.DATA) is None:
             return replayed
         return best or connecting or dialable
 
@@ -184,7 +178,7 @@ class JavaTodayPolicy(Policy):
         self, node: NodeIdentity, endpoint: Endpoint, purpose: Purpose
     ) -> Connection | None:
         """The node's connection found by id, else a new dial to its current endpoint."""
-        conn = self.live_for_node(node, purpose)
+        conn = self.table.live_for_node(node, purpose)
         if conn is not None:
             return conn
         return self.get_or_dial(ConnectionKey(endpoint, node, purpose))
@@ -206,7 +200,9 @@ class JavaTodayPolicy(Policy):
         may_send = choice is not None or not recorded
         if choice is None:
             choice = self.least_loaded_node()
-        existed = choice is not None and self.live_for_node(choice[0], Purpose.DATA) is not None
+        existed = (
+            choice is not None and self.table.live_for_node(choice[0], Purpose.DATA) is not None
+        )
         conn = None if choice is None else self.connection_for(*choice, Purpose.DATA)
         if may_send and conn is not None and conn.state is ConnState.READY:
             self._looping.pop(request.request_id, None)
@@ -236,9 +232,9 @@ class JavaTodayPolicy(Policy):
         if at + 1 >= len(replay) or replay[at] != self.config.replay_telemetry[0]:
             return
         own, detour = self._known_node(replay[at]), self._known_node(replay[at + 1])
-        if own is None or self.live_for_node(own[0], Purpose.DATA) is None:
+        if own is None or self.table.live_for_node(own[0], Purpose.DATA) is None:
             return  # not this loop's dial (yet)
-        if detour is None or self.live_for_node(detour[0], Purpose.DATA) is not None:
+        if detour is None or self.table.live_for_node(detour[0], Purpose.DATA) is not None:
             return
         self._replayed += 2
         self.connection_for(*detour, Purpose.DATA)
@@ -271,7 +267,7 @@ class JavaTodayPolicy(Policy):
             choice = self.least_loaded_node()
             if choice is None:
                 return None
-            needs_dial = self.live_for_node(choice[0], Purpose.DATA) is None
+            needs_dial = self.table.live_for_node(choice[0], Purpose.DATA) is None
             if needs_dial and request.api is not Api.METADATA:
                 self._picked[request.request_id] = (*choice, self.now_ms)
                 return None

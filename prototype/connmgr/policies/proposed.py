@@ -55,20 +55,13 @@ from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind, PolicyConfig
+from connmgr.core.connections import Connection, first_ready
 from connmgr.core.coordinator import CoordinatorKind
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
-from connmgr.core.policy import (
-    Connection,
-    Policy,
-    RandomSource,
-    Request,
-    ToAnyNode,
-    ToBootstrap,
-    ToBroker,
-    ToCoordinator,
-    first_ready,
-)
+from connmgr.core.policy import Policy
+from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
+from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 
 
@@ -134,11 +127,11 @@ class ProposedPolicy(Policy):
         return Purpose.DATA
 
     def _any_node(self) -> Connection | None:
-        general = [c for c in self.records() if c.role is not Role.COORDINATION]
+        general = [c for c in self.table.records() if c.role is not Role.COORDINATION]
         # Broker connections first: a kept bootstrap connection is only a stand-in, and
         # using it would keep resetting its linger.
         brokers = [c for c in general if c.role is not Role.BOOTSTRAP]
-        ready = first_ready(brokers) or first_ready(general) or first_ready(self.records())
+        ready = first_ready(brokers) or first_ready(general) or first_ready(self.table.records())
         if ready is not None:
             return ready
         for conn in general:
@@ -171,8 +164,8 @@ class ProposedPolicy(Policy):
             if endpoint is None:
                 continue
             key = ConnectionKey(endpoint, BrokerNode(broker_id), Purpose.DATA)
-            if not self.in_backoff(key) and self.live(key) is None:
-                return self.dial(key)
+            if not self.in_backoff(key) and self.table.live(key) is None:
+                return self.get_or_dial(key)
         return None
 
     # --- metadata: endpoint changes and adoption -----------------------------------------
@@ -180,7 +173,7 @@ class ProposedPolicy(Policy):
     def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
         md = self.metadata
         assert md is not None
-        for conn in self.records():
+        for conn in self.table.records():
             broker_id = conn.key.broker_id
             if broker_id is None:
                 continue
@@ -189,13 +182,13 @@ class ProposedPolicy(Policy):
                 self._retire_connection(conn, CloseReason.ENDPOINT_CHANGED)
         expected = self.config.expected_cluster_id or (old.cluster_id if old else None)
         cluster_agrees = expected is None or md.cluster_id == expected
-        for conn in self.records():
+        for conn in self.table.records():
             if conn.role is not Role.BOOTSTRAP:
                 continue
             broker_id = self._identity(conn, md) if cluster_agrees else None
             if conn.state is ConnState.READY and broker_id is not None:
                 new_key = ConnectionKey(conn.key.endpoint, BrokerNode(broker_id), Purpose.DATA)
-                if self.live(new_key) is None:
+                if self.table.live(new_key) is None:
                     self.adopt(conn, new_key)
                     continue
             if conn.state is ConnState.READY and cluster_agrees:
@@ -278,7 +271,7 @@ class ProposedPolicy(Policy):
         """(kept for their role, busy): the READY connections a role keeps (with the
         any-node anchor), and those only a request in flight or queued keeps."""
         leaders = self._leaders_in_use()
-        ready = [c for c in self.records() if c.state is ConnState.READY]
+        ready = [c for c in self.table.records() if c.state is ConnState.READY]
         kept = {c.conn_id for c in ready if self._needed(c, leaders)}
         busy = {c.conn_id for c in ready if c.busy and c.conn_id not in kept}
         general = [c for c in ready if c.role is not Role.COORDINATION]
@@ -310,7 +303,7 @@ class ProposedPolicy(Policy):
     def _review(self) -> None:
         kept, _ = self._needs()
         self._lingering = []
-        for conn in self.records():
+        for conn in self.table.records():
             if conn.state is not ConnState.READY or conn.conn_id in kept:
                 conn.unneeded_since_ms = None
                 continue
@@ -338,20 +331,24 @@ class ProposedPolicy(Policy):
 
     # --- socket budget -------------------------------------------------------------------
 
-    def dial(self, key: ConnectionKey) -> Connection:
-        if key.broker_id is not None and self.metadata is not None:
+    def admit_dial(self, conn: Connection) -> bool:
+        """A new record dials when a socket is free under ``max_connections`` (or one can be
+        made free); else it waits DEFERRED for one (:meth:`_review` starts it)."""
+        if conn.key.broker_id is not None and self.metadata is not None:
             # A broker dial retires a quiet kept bootstrap connection first, so that the
             # stand-in never adds to the peak; a busy one goes once a broker connection is
             # ready to take over (see _review).
-            for conn in self.records():
-                if conn.role is Role.BOOTSTRAP and conn.state is ConnState.READY and not conn.busy:
-                    self.close(conn, CloseReason.NOT_ADOPTED)
-        conn = self.new_record(key)
+            for other in self.table.records():
+                if (
+                    other.role is Role.BOOTSTRAP
+                    and other.state is ConnState.READY
+                    and not other.busy
+                ):
+                    self.close(other, CloseReason.NOT_ADOPTED)
         if self._has_room() or self._make_room():
-            self.start_dial(conn)
-        else:
-            self._deferred.append(conn)  # requests wait on it until a socket is free
-        return conn
+            return True
+        self._deferred.append(conn)  # requests wait on it until a socket is free
+        return False
 
     def _has_room(self) -> bool:
         cap = self.config.max_connections
@@ -359,7 +356,7 @@ class ProposedPolicy(Policy):
 
     def _make_room(self) -> bool:
         needed = self.needed_connections()
-        quiet = [c for c in self.records() if c.state is ConnState.READY and not c.busy]
+        quiet = [c for c in self.table.records() if c.state is ConnState.READY and not c.busy]
         if not quiet:
             return False
         victim = min(quiet, key=lambda c: (c.conn_id in needed, c.last_used_ms, c.conn_id))

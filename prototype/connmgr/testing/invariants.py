@@ -138,7 +138,7 @@ def check_fewer_sockets(candidate: Simulator, baseline: Simulator) -> None:
         return
     held, base_held = usable_sockets(candidate), usable_sockets(baseline)
     adopted = sum(1 for c in candidate.open_connections() if c.record.adopted_as is not None)
-    draining = sum(1 for c in candidate.policy.records() if c.state is ConnState.DRAINING)
+    draining = sum(1 for c in candidate.policy.table.records() if c.state is ConnState.DRAINING)
     refresh = min(len(refresh_after_loss(candidate)), 1)
     assert held - draining <= base_held + min(adopted, 1) + refresh, (
         f"never more sockets: candidate holds {held}, baseline {base_held}"
@@ -227,7 +227,7 @@ def unneeded(sim: Simulator) -> list[int] | None:
         return None
     return [
         c.conn_id
-        for c in policy.records()
+        for c in policy.table.records()
         if c.state is ConnState.READY and c.conn_id not in needed and not c.busy
     ]
 
@@ -241,7 +241,7 @@ def check_tight(sim: Simulator) -> None:
         return  # not a prompt-closing policy
     policy = sim.policy
     linger = policy.config.linger_ms
-    for conn in policy.records():
+    for conn in policy.table.records():
         if conn.conn_id not in idle:
             continue
         since = conn.unneeded_since_ms
@@ -255,7 +255,7 @@ def check_tight(sim: Simulator) -> None:
 
 def check_safety(sim: Simulator, start: int, budget: int | None) -> None:
     policy = sim.policy
-    keys = [c.key for c in policy.records() if c.state is not ConnState.DEFERRED]
+    keys = [c.key for c in policy.table.records() if c.state is not ConnState.DEFERRED]
     dup = {str(k) for k in keys if keys.count(k) > 1}
     assert not dup, f"safety: more than one live connection for {sorted(dup)}"
     for record in sim.request_log[start:]:

@@ -12,9 +12,10 @@ from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
+from connmgr.core.connections import Connection
 from connmgr.core.identity import BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
-from connmgr.core.policy import Connection, RandomSource
+from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 from connmgr.policies import ProposedPolicy
 
@@ -25,7 +26,7 @@ class KeyedByHostPort(ProposedPolicy):
     another's requests."""
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        for conn in self.records():
+        for conn in self.table.records():
             if (
                 conn.state is ConnState.READY
                 and conn.role is not Role.BOOTSTRAP
@@ -42,11 +43,11 @@ class MergeByHostPort(ProposedPolicy):
     def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
         md = self.metadata
         assert md is not None
-        for conn in self.records():
+        for conn in self.table.records():
             ids = md.ids_by_endpoint.get(conn.key.endpoint)
             if conn.role is Role.BOOTSTRAP and ids:
                 key = ConnectionKey(conn.key.endpoint, BrokerNode(min(ids)), Purpose.DATA)
-                if self.live(key) is None:
+                if self.table.live(key) is None:
                     self.adopt(conn, key)
 
 
@@ -60,8 +61,8 @@ class EagerDialer(ProposedPolicy):
         assert md is not None
         for broker in md.brokers:
             key = ConnectionKey(broker.endpoint, BrokerNode(broker.broker_id), Purpose.DATA)
-            if self.live(key) is None and not self.in_backoff(key):
-                self.dial(key)
+            if self.table.live(key) is None and not self.in_backoff(key):
+                self.get_or_dial(key)
 
 
 class NeverClose(ProposedPolicy):
@@ -81,7 +82,7 @@ class StaleEndpoint(ProposedPolicy):
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
         if key.broker_id is not None:
-            found = self.live_for_node(BrokerNode(key.broker_id), key.purpose)
+            found = self.table.live_for_node(BrokerNode(key.broker_id), key.purpose)
             if found is not None:
                 return found
         return super().get_or_dial(key)

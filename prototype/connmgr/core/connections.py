@@ -1,0 +1,191 @@
+"""A policy's connection records: one :class:`Connection` per socket (or wanted socket), the
+:class:`ConnectionTable` that finds them, and the :class:`ConnectionView` drivers see."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from connmgr.core.actions import CloseReason
+from connmgr.core.identity import ConnectionKey, NodeIdentity, Purpose
+from connmgr.core.request import Request
+from connmgr.core.state import ConnState, Trigger, next_state
+from connmgr.errors import PolicyMisuse
+
+
+class Connection:
+    """A policy's record of one socket (or of one wanted socket, while DEFERRED).
+
+    Mutable and private to the policy; drivers see :class:`ConnectionView` values.
+    """
+
+    __slots__ = (
+        "confirmed_id",
+        "conn_id",
+        "drain_reason",
+        "failures",
+        "in_flight",
+        "key",
+        "last_used_ms",
+        "opened_ms",
+        "retry_at_ms",
+        "role",
+        "state",
+        "unneeded_since_ms",
+        "waiting",
+    )
+
+    def __init__(self, conn_id: int, key: ConnectionKey, now_ms: float) -> None:
+        self.conn_id = conn_id
+        self.key = key
+        self.role = key.role
+        self.state = ConnState.DEFERRED
+        self.opened_ms = now_ms
+        self.last_used_ms = now_ms
+        self.in_flight: dict[int, Request] = {}
+        self.waiting: list[Request] = []
+        self.unneeded_since_ms: float | None = None
+        self.confirmed_id: int | None = None
+        """The broker id the peer confirmed when the connection was established, if any."""
+        self.failures = 0
+        self.retry_at_ms = 0.0
+        self.drain_reason = CloseReason.UNNEEDED
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight or self.waiting)
+
+    def move(self, trigger: Trigger) -> None:
+        self.state = next_state(self.state, trigger)
+
+    def __repr__(self) -> str:
+        return f"<conn {self.conn_id} {self.key} {self.state.value} inflight={len(self.in_flight)}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionView:
+    """A read-only snapshot of one connection, for drivers, tests and reports."""
+
+    conn_id: int
+    key: ConnectionKey
+    state: ConnState
+    in_flight: int
+    last_used_ms: float
+
+
+class ConnectionTable:
+    """A policy's connection records, found by id, by key and by (node, purpose), and the
+    failed ones that hold a key's reconnect backoff. Bookkeeping only: it emits no action
+    and takes no decision; the policy does both and tells the table what became of a record.
+
+    Iteration is in insertion order, and a record re-inserted (after an adoption, a failed
+    dial) moves to the end: what a policy's "first ready" and shutdown order see.
+    """
+
+    __slots__ = ("_by_id", "_by_key", "_by_node", "_failed", "_next_id")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, Connection] = {}
+        self._by_key: dict[ConnectionKey, Connection] = {}
+        self._by_node: dict[tuple[NodeIdentity, Purpose], Connection] = {}
+        self._failed: dict[ConnectionKey, Connection] = {}
+        self._next_id = 1
+
+    # --- reading -------------------------------------------------------------------------
+
+    def get(self, conn_id: int) -> Connection | None:
+        """The record ``conn_id`` (live or failed), or None once closed."""
+        return self._by_id.get(conn_id)
+
+    def issued(self, conn_id: int) -> bool:
+        """Whether ``conn_id`` was ever handed out (a later id is a driver's mistake)."""
+        return conn_id < self._next_id
+
+    def live(self, key: ConnectionKey) -> Connection | None:
+        """The live (DEFERRED, CONNECTING, READY or DRAINING) connection for ``key``."""
+        return self._by_key.get(key)
+
+    def live_for_node(self, node: NodeIdentity, purpose: Purpose) -> Connection | None:
+        """The live connection for a node id and purpose, whatever its endpoint: how clients
+        that key connections by node id alone find them."""
+        return self._by_node.get((node, purpose))
+
+    def records(self) -> list[Connection]:
+        """Live records (not FAILED), in table order."""
+        return [c for c in self._by_id.values() if c.state is not ConnState.FAILED]
+
+    def all(self) -> list[Connection]:
+        """Every record, failed ones included, in table order."""
+        return list(self._by_id.values())
+
+    def in_backoff(self, key: ConnectionKey, now_ms: float) -> bool:
+        failed = self._failed.get(key)
+        return failed is not None and failed.retry_at_ms > now_ms
+
+    def retry_times(self, now_ms: float) -> list[float]:
+        """When the backoffs still running end."""
+        return [c.retry_at_ms for c in self._failed.values() if c.retry_at_ms > now_ms]
+
+    # --- writing -------------------------------------------------------------------------
+
+    def create(self, key: ConnectionKey, now_ms: float) -> Connection:
+        """A new DEFERRED record for ``key``, which must have no live one; it inherits the
+        failure count of a failed record for the key, which is retired."""
+        if key in self._by_key:
+            raise PolicyMisuse(f"a live connection for {key} already exists")
+        conn = Connection(self._next_id, key, now_ms)
+        self._next_id += 1
+        previous = self._failed.pop(key, None)
+        if previous is not None:
+            conn.failures = previous.failures
+            self.retire(previous)
+        self._insert(conn)
+        return conn
+
+    def rekey(self, conn: Connection, new_key: ConnectionKey) -> None:
+        """``conn`` takes ``new_key`` (an adoption), which must have no live record."""
+        if new_key in self._by_key:
+            raise PolicyMisuse(f"cannot adopt {conn.key} as {new_key}: already live")
+        self.forget(conn)
+        conn.key = new_key
+        conn.role = new_key.role
+        self._insert(conn)
+
+    def failed(self, conn: Connection) -> None:
+        """``conn`` (now FAILED) leaves the live maps and holds its key's backoff."""
+        self.forget(conn)
+        self._by_id[conn.conn_id] = conn
+        self._failed[conn.key] = conn
+
+    def forget(self, conn: Connection) -> None:
+        """``conn`` is no longer live (closed, or about to be re-inserted)."""
+        self._by_id.pop(conn.conn_id, None)
+        if self._by_key.get(conn.key) is conn:
+            del self._by_key[conn.key]
+        node_key = (conn.key.node, conn.key.purpose)
+        if self._by_node.get(node_key) is conn:
+            del self._by_node[node_key]
+
+    def retire(self, failed: Connection) -> None:
+        """A failed record whose backoff no longer matters goes (CLOSED)."""
+        failed.move(Trigger.CLOSE)
+        self._by_id.pop(failed.conn_id, None)
+
+    def clear_failed(self) -> None:
+        self._failed.clear()
+
+    def _insert(self, conn: Connection) -> None:
+        self._by_id[conn.conn_id] = conn
+        self._by_key[conn.key] = conn
+        self._by_node[(conn.key.node, conn.key.purpose)] = conn
+
+
+def first_ready(conns: Sequence[Connection]) -> Connection | None:
+    """The READY connection with the fewest requests in flight (earliest dialled on ties)."""
+    best: Connection | None = None
+    for conn in conns:
+        if conn.state is ConnState.READY and (
+            best is None or len(conn.in_flight) < len(best.in_flight)
+        ):
+            best = conn
+    return best
