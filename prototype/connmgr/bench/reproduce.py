@@ -1,0 +1,99 @@
+"""Do two reports count the same sockets? Compares the socket counts of the points two runs
+of ``connmgr bench`` share (same kind, point and baseline: a ``--quick`` run shares the named
+scenarios and some real points with a full one), exactly.
+
+    python -m connmgr.bench.reproduce reports/<committed-run> reports/<new-run>
+
+Exit 0 when every shared row agrees, 1 when one differs (each listed), 2 when the runs share
+no row or a report is missing. Timings are not compared: they are measurements, not counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+COUNTS = (
+    "opened_proposed",
+    "opened_baseline",
+    "peak_proposed",
+    "peak_baseline",
+    "steady_proposed",
+    "steady_baseline",
+    "handshakes_proposed",
+    "handshakes_baseline",
+)
+"""The socket counts of one (kind, point, baseline) row of ``tables/sockets.parquet``."""
+
+Row = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Reproduction:
+    shared: int
+    """Rows both reports have."""
+    differing: tuple[str, ...]
+    """One line per shared row whose counts differ."""
+    only_old: int
+    only_new: int
+
+
+def socket_rows(run_dir: Path) -> dict[Row, dict[str, float]]:
+    """(kind, point, baseline) -> counts, from a report's ``tables/sockets.parquet``."""
+    path = run_dir / "tables" / "sockets.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a report of connmgr bench (no sockets table)")
+    rows: dict[Row, dict[str, float]] = {}
+    for r in pq.read_table(path).to_pylist():
+        rows[(r["kind"], r["point"], r["baseline"])] = {c: r[c] for c in COUNTS}
+    return rows
+
+
+def compare(old: Path, new: Path) -> Reproduction:
+    before, after = socket_rows(old), socket_rows(new)
+    shared = sorted(set(before) & set(after))
+    differing = []
+    for row in shared:
+        changed = [
+            f"{c} {before[row][c]:g} -> {after[row][c]:g}"
+            for c in COUNTS
+            if before[row][c] != after[row][c]
+        ]
+        if changed:
+            differing.append(f"{row[0]} {row[1]} vs {row[2]}: " + ", ".join(changed))
+    return Reproduction(
+        len(shared), tuple(differing), len(set(before) - set(after)), len(set(after) - set(before))
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m connmgr.bench.reproduce",
+        description="Compare the socket counts two connmgr bench reports share, exactly.",
+    )
+    parser.add_argument("old", type=Path, help="a report directory (OUT/<run-id>)")
+    parser.add_argument("new", type=Path, help="another report directory")
+    args = parser.parse_args(argv)
+    try:
+        result = compare(args.old, args.new)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{result.shared} shared rows; {len(result.differing)} differ; "
+        f"{result.only_old} only in {args.old.name}, {result.only_new} only in {args.new.name}"
+    )
+    for line in result.differing:
+        print(f"  {line}")
+    if result.shared == 0:
+        return 2
+    return 1 if result.differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
