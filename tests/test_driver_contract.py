@@ -27,6 +27,7 @@ from connmgr.core.policy import Policy
 from connmgr.java.accounting import build_ledger
 from connmgr.ledger import ConnEvent
 from connmgr.policies import POLICIES
+from connmgr.sim import SCENARIOS
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import build_simulator, prepare
 from connmgr.testing.replay import AioReplay, ScriptedDriver, Step, record
@@ -95,3 +96,21 @@ def test_the_java_log_replay_writes_the_same_record(scenario: str, policy: str) 
     replayed, _ = build_ledger(javalog.parse_connection_events(lines), t0=javalog.EPOCH)
     assert replayed.dials() == result.ledger.dials()
     assert {e.kind for e in replayed.entries} <= set(ConnEvent)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_ledger_counts_what_the_policy_counted(scenario: str, policy: str) -> None:
+    """A simulated run's counts come from its ledger (as a real run's do); the policy's own
+    metrics, kept as it emitted actions, are an independent accounting that must agree."""
+    spec, settings, seed = prepare(scenario, {})
+    sim = build_simulator(spec, policy, settings, seed)
+    result = sim.run()
+    metrics = sim.policy.metrics
+    assert (result.opened, result.peak) == (metrics.opened, metrics.peak)
+    assert result.failed == sum(c.failed for c in metrics.by_role.values())
+    assert result.steady == len(result.steady_conn_ids)
+    for role, counters in metrics.by_role.items():
+        counted = result.by_role[role.value]
+        for name in ("opened", "failed", "peak", "handshakes_avoided"):
+            assert counted[name] == getattr(counters, name), (role, name)

@@ -97,6 +97,39 @@ def observed_key(
     return ConnectionKey(endpoint, BrokerNode(broker))
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionCounts:
+    """A client's connections counted from its ledger at one instant (the steady state of a
+    run): the one result of a simulated and of a real run's connection accounting."""
+
+    opened: int
+    """Dials started (a failed one counts)."""
+    failed: int
+    """Dials that produced no connection."""
+    peak: int
+    """The most sockets open at once."""
+    steady: int
+    """Sockets open at the instant counted."""
+    by_role: dict[str, dict[str, int]]
+    """Per role: opened, closed, failed, open_at_end, peak, handshakes_avoided."""
+    by_broker: dict[str, dict[str, int]]
+    """Per broker (``"None"``: no broker): opened, open_at_end."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "opened": self.opened,
+            "failed": self.failed,
+            "peak": self.peak,
+            "steady": self.steady,
+            "by_role": self.by_role,
+            "by_broker": self.by_broker,
+        }
+
+
+def _broker_order(name: str) -> tuple[int, int]:
+    return (1, 0) if name == "None" else (0, int(name))
+
+
 @dataclass
 class ConnectionLedger:
     """Append-only record of one client's connections. ``conn_id`` is the writer's own
@@ -105,6 +138,9 @@ class ConnectionLedger:
     entries: list[ConnEntry] = field(default_factory=list)
     _open: dict[int, ConnEntry] = field(default_factory=dict)
     peak: int = 0
+    counts_reached: bool = False
+    """Count sockets by the broker they reached (``ConnEntry.reached``; the simulator knows
+    it) rather than by the broker their key names."""
 
     # --- writing -------------------------------------------------------------------------
 
@@ -205,8 +241,9 @@ class ConnectionLedger:
     def count(self, kind: ConnEvent) -> int:
         return sum(1 for e in self.entries if e.kind is kind)
 
-    def summary(self) -> dict[str, Any]:
-        """The same counting fields as a simulated run's JSON."""
+    def counts(self) -> ConnectionCounts:
+        """What the ledger says now: dials, failures, peak, what is open, by role and by
+        broker -- one counting for simulated and real runs alike."""
         # The ledger's observations, counted by the same arithmetic as the policy's own
         # metrics (connmgr.core.metrics), so "opened" or "peak" means one thing on both sides.
         counted = Metrics()
@@ -215,7 +252,7 @@ class ConnectionLedger:
         for e in self.entries:
             if e.kind is ConnEvent.DIAL:
                 counted.on_dial(e.role)
-                b = by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})
+                b = by_broker.setdefault(self._broker_of(e), {"opened": 0, "open_at_end": 0})
                 b["opened"] += 1
                 roles_now[e.conn_id] = e.role
             elif e.kind in GONE:
@@ -237,15 +274,25 @@ class ConnectionLedger:
         }
         for e in self._open.values():
             by_role[e.role.value]["open_at_end"] += 1
-            by_broker.setdefault(str(e.broker), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
-        return {
-            "opened": self.opened_count,
-            "failed": self.count(ConnEvent.FAILED),
-            "peak": self.peak,
-            "steady": len(self._open),
-            "by_role": by_role,
-            "by_broker": by_broker,
-        }
+            where = self._broker_of(e)
+            by_broker.setdefault(where, {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
+        return ConnectionCounts(
+            opened=self.opened_count,
+            failed=self.count(ConnEvent.FAILED),
+            peak=self.peak,
+            steady=len(self._open),
+            by_role=by_role,
+            by_broker=dict(sorted(by_broker.items(), key=lambda kv: _broker_order(kv[0]))),
+        )
+
+    def _broker_of(self, e: ConnEntry) -> str:
+        # A writer that knows where each socket went (the simulator) counts it there; a real
+        # client's ledger counts it at the broker its key names (None: a bootstrap entry).
+        return str(e.reached if self.counts_reached else e.broker)
+
+    def summary(self) -> dict[str, Any]:
+        """:meth:`counts` as the JSON fields of ``connmgr simulate`` / ``connmgr run``."""
+        return self.counts().as_json()
 
     def timeline(self) -> list[dict[str, Any]]:
         """The entries as JSON rows (``connmgr simulate`` and ``connmgr run`` alike)."""

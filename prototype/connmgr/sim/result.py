@@ -4,7 +4,6 @@ request went. ``RunResult.as_json()`` is the JSON schema shared by ``connmgr sim
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -12,7 +11,7 @@ from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
 from connmgr.core.policy import Policy
-from connmgr.ledger import ConnectionLedger, ConnEntry, Dial, key_json
+from connmgr.ledger import ConnectionCounts, ConnectionLedger, ConnEntry, Dial, key_json
 
 
 @dataclass(slots=True)
@@ -78,37 +77,25 @@ class RunResult:
         cls,
         sim: FinishedRun,
         *,
+        counts: ConnectionCounts,
         steady: list[ConnectionKey],
-        steady_backends: list[int | None],
         needed_conn_ids: list[int] | None,
         steady_conn_ids: list[int],
         leaked: int,
         wall_s: float,
     ) -> RunResult:
-        metrics = sim.policy.metrics
-        by_role = metrics.as_dict()
-        at_end = Counter(k.role for k in steady)
-        for role in Role:
-            by_role[role.value]["open_at_end"] = at_end[role]
-            del by_role[role.value]["open_now"]  # after close(): always 0; open_at_end says it
-        brokers: dict[str, dict[str, int]] = {}
-        for record in sim.conn_records:
-            entry = brokers.setdefault(str(record.backend), {"opened": 0, "open_at_end": 0})
-            entry["opened"] += 1
-        for backend in steady_backends:
-            brokers.setdefault(str(backend), {"opened": 0, "open_at_end": 0})["open_at_end"] += 1
         return cls(
             scenario="",
             policy=sim.policy.name,
             seed=0,
             settings={},
             duration_ms=sim.duration_ms,
-            opened=metrics.opened,
-            failed=sum(c.failed for c in metrics.by_role.values()),
-            peak=metrics.peak,
-            steady=len(steady),
-            by_role=by_role,
-            by_broker=dict(sorted(brokers.items(), key=lambda kv: _broker_order(kv[0]))),
+            opened=counts.opened,
+            failed=counts.failed,
+            peak=counts.peak,
+            steady=counts.steady,
+            by_role=counts.by_role,
+            by_broker=counts.by_broker,
             steady_connections=[key_json(k) for k in steady],
             ledger=sim.ledger,
             requests=sim.request_log,
@@ -176,10 +163,6 @@ class RunResult:
             for r in self.requests
         ]
         return data
-
-
-def _broker_order(name: str) -> tuple[int, int]:
-    return (1, 0) if name == "None" else (0, int(name))
 
 
 def java_log_events(result: RunResult) -> list[tuple[float, str, str, int, int, str]]:

@@ -92,7 +92,7 @@ class Simulator:
         self._severed: dict[int, SimConn] = {}
         """Connections reset by the peer that the policy has not yet been told about."""
         self._requests: dict[int, SimRequest] = {}
-        self.ledger = ConnectionLedger()
+        self.ledger = ConnectionLedger(counts_reached=True)
         self.request_log: list[RequestRecord] = []
         self.conn_records: list[ConnRecord] = []
         self._pump = EventPump(policy, self, lambda: self.now)
@@ -403,14 +403,15 @@ class Simulator:
         self.deliver(TimePassed())
         steady = self.open_connections()
         steady_keys = [c.key for c in steady]
+        counts = self.ledger.counts()
         needed = self.policy.needed_connections()
         needed_ids = None if needed is None else sorted(needed)
         self.deliver(ClientClosed())
         leaked = self.open_connections()
         return RunResult.build(
             self,
+            counts=counts,
             steady=steady_keys,
-            steady_backends=[c.backend for c in steady],
             needed_conn_ids=needed_ids,
             steady_conn_ids=[c.conn_id for c in steady],
             leaked=len(leaked),

@@ -1,0 +1,1 @@
+"""The main job, ``connmgr bench``: grid, stages, results, Spark sweep and comparison, report."""
