@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from connmgr import __version__, javalog
+from connmgr.bench.spark import SparkJobFailed
 from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
 from connmgr.core.options import options_help
 from connmgr.errors import ConfigError, ConnMgrError
@@ -143,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
             "(decision cost, simulator events/s); the simulator inside Spark tasks over a "
             "large sweep. Then a PySpark job pairs the proposal with each baseline and writes "
             "tables, plots and index.md into OUT/<run-id>/. Exits 1 if the proposal is worse "
-            "than a baseline anywhere (listed in the report), 2 on bad input."
+            "than a baseline anywhere (listed in the report), 2 on bad input, 3 if a Spark job "
+            "failed on the cluster (one line: the task's error)."
         ),
     )
     bench.add_argument(
@@ -291,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         elif args.command == "bench":
             return _bench(args)
+    except SparkJobFailed as exc:
+        print(f"connmgr: error: {exc}", file=sys.stderr)
+        return 3
     except ConnMgrError as exc:
         print(f"connmgr: error: {exc}", file=sys.stderr)
         return 2

@@ -64,7 +64,7 @@ STEPS = (
 def _coordinators_dialled(sim: Simulator) -> list[int | None]:
     return [
         e.key.broker_id
-        for e in sim.timeline
+        for e in sim.ledger.entries
         if e.kind is ConnEvent.DIAL and e.key.purpose is Purpose.COORDINATION
     ]
 
@@ -133,7 +133,7 @@ def test_a_coordinator_lost_while_its_socket_is_busy_still_closes_after_its_ling
         check_fewer_sockets(candidate, baseline)
     closed = [
         e.key.broker_id
-        for e in candidate.timeline
+        for e in candidate.ledger.entries
         if e.kind is ConnEvent.CLOSED and e.key.purpose is Purpose.COORDINATION
     ]
     assert closed == [2]  # the old coordinator's socket, once its linger ran out

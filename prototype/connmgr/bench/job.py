@@ -45,6 +45,7 @@ from connmgr.bench.rows import (
     spec_columns,
 )
 from connmgr.bench.schema import Kind, check_row, write_parquet
+from connmgr.bench.spark import job_failure
 from connmgr.errors import ConnMgrError
 from connmgr.sim.run import prepare, run_spec
 
@@ -349,6 +350,7 @@ def run_bench(
         "stage_seconds": outcome.stage_seconds,
         "sweep": [list(s) for s in outcome.sweep],
         "retried": retried,
+        "master": spark.sparkContext.master,
     }
     (raw / JOB_FILE).write_text(json.dumps(job, indent=1))
     say("comparing on Spark and writing the report ...")
@@ -382,12 +384,24 @@ def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any,
         raise BenchError(f"{path}: not found; is {run_dir} a `connmgr bench` run?") from None
     except json.JSONDecodeError as e:
         raise BenchError(f"{path}: not valid JSON ({e})") from e
-    return _compare(spark_session(master), run_dir, job)
+    spark = spark_session(master)
+    job = {**job, "rebuilt_on": spark.sparkContext.master}
+    return _compare(spark, run_dir, job)
 
 
 def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     """The comparison over ``run_dir/raw``, with the job's sections and the property
-    stage's tables; the comparison and the property stage's problems."""
+    stage's tables; the comparison and the property stage's problems. A Spark job that
+    fails on the cluster is a :class:`~connmgr.bench.spark.SparkJobFailed` (one line)."""
+    try:
+        return _compare_on(spark, run_dir, job)
+    except Exception as e:  # py4j carries Spark's failures
+        if type(e).__module__.startswith(("py4j", "pyspark")):
+            raise job_failure(e) from e
+        raise
+
+
+def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     from connmgr.bench.compare import run_comparison
 
     raw = run_dir / "raw"
@@ -424,7 +438,11 @@ def job_sections(job: dict[str, Any]) -> list[tuple[str, str]]:
     stages += [f"| {name} | {s:.1f} |" for name, s in job["stage_seconds"].items()]
     skipped = "\n".join(f"- {s}" for s in job["skipped"]) or "none"
     retried = "\n".join(f"- {r}" for r in job.get("retried", [])) or "none"
+    master = f"The sweep and the comparison ran on Spark master `{job.get('master', 'local[*]')}`."
+    if "rebuilt_on" in job:
+        master += f" This report was rebuilt (`--report-only`) on `{job['rebuilt_on']}`."
     return [
+        ("Spark", master),
         ("Sweep: how the run time scales with the grid", "\n".join(lines)),
         ("Grid", f"{job['grid']}\n\nImpossible points left out:\n\n{skipped}"),
         ("Stage timings (s)", "\n".join(stages)),

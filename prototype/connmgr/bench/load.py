@@ -80,18 +80,32 @@ def _file_path(uri: str) -> str:
     return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
+def _driver_table(files: Sequence[Path]) -> Any:
+    """Every file's rows as one Arrow table of the schema plus ``_file`` (its path)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Every column nullable, as Spark reads them: a null where the schema forbids one is
+    # found and reported by the row checks, with its file.
+    expected = pa.schema([f.with_nullable(True) for f in schema.arrow_schema()])
+    tables = []
+    for f in files:
+        try:
+            table = pq.read_table(f, schema=expected)
+        except (pa.ArrowException, OSError) as e:
+            raise ResultsError(f"{f}: Spark could not read the results ({e})") from e
+        path = pa.array([str(f.resolve().as_uri())] * table.num_rows, type=pa.string())
+        tables.append(table.append_column("_file", path))
+    return pa.concat_tables(tables)
+
+
 def load_results(spark: Any, files: Sequence[Path]) -> Any:
     """All results rows as one DataFrame of the schema, plus ``_file`` (the path each row
     came from), cached. Checks every row (nulls, kinds, impossible values) and the pairing;
     raises :class:`ResultsError` naming the files at fault."""
-    from pyspark.sql import functions as F
-
-    df = (
-        spark.read.schema(schema.spark_ddl())
-        .parquet(*(str(f) for f in files))
-        .withColumn("_file", F.col("_metadata.file_path"))
-        .cache()
-    )
+    # Read here, on the driver, and hand Spark the rows: the executors of a cluster need
+    # not see this machine's files (--out on a disk the workers do not share).
+    df = spark.createDataFrame(_driver_table(files)).cache()
     try:
         _check_rows(df, files)
         _check_pairing(df)

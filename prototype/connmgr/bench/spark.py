@@ -12,9 +12,16 @@ JVM print ``WARNING: Using incubator modules`` on every start. Spark uses the mo
 speed up MLlib's BLAS, which the comparison job does not touch.
 
 The session is local (``local[*]``) unless a master URL is given, and quiet: no UI, no
-console progress, log4j at ``error``, few shuffle partitions. The log4j file also configures
-``PythonGatewayServer``'s logger at ``error``: Spark treats a PySpark driver as an
-interactive shell and otherwise prints ``Setting default log level to "WARN"`` on start.
+console progress, log4j at ``error``, few shuffle partitions. On a local master the
+executors are this process's interpreter and the driver binds to 127.0.0.1. On any other
+master nothing of this machine is forced on the cluster: executors run the Python the cluster
+is configured with (``PYSPARK_PYTHON`` / ``spark.pyspark.python`` on the workers), the
+driver binds where ``SPARK_LOCAL_IP`` says (Spark's default: this host's address), and the
+package is shipped to the executors as a zip (:func:`package_zip`, ``addPyFile``): the sweep
+runs the simulator in tasks, and it needs nothing but the standard library and this package.
+The log4j file also configures ``PythonGatewayServer``'s logger at ``error``: Spark treats a
+PySpark driver as an interactive shell and otherwise prints ``Setting default log level to
+"WARN"`` on start.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +71,52 @@ exec "{java}" "$@"
 
 class SparkUnavailable(ConnMgrError):
     """Spark cannot start here; the message says why and what to do."""
+
+
+class SparkJobFailed(ConnMgrError):
+    """A Spark job failed on the cluster (an executor's task raised, or executors were
+    lost): the message is one line, the task's own error where Spark reports it."""
+
+
+def is_local(master: str | None) -> bool:
+    """Whether ``master`` runs the executors in this process (``local``, ``local[N]``)."""
+    return master is None or master == "local" or master.startswith("local[")
+
+
+def package_zip(scratch: Path) -> Path:
+    """A zip of the ``connmgr`` package's sources (what executors import), under
+    ``scratch``, named by its content: rebuilt only when a source changes."""
+    import connmgr
+
+    root = Path(connmgr.__file__).resolve().parent
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
+    )
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(root.parent)).encode())
+        digest.update(f.read_bytes())
+    target = scratch / f"connmgr-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    fd, tmp = tempfile.mkstemp(dir=scratch, prefix=".connmgr-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in files:
+            z.write(f, str(f.relative_to(root.parent)))
+    os.replace(tmp, target)
+    return target
+
+
+def job_failure(error: BaseException) -> SparkJobFailed:
+    """One line for a failed Spark job: the Python exception a task raised (the last
+    ``SomethingError: ...`` line of the traceback Spark carries), else Spark's reason."""
+    text = str(error)
+    raised = re.findall(r"^(\w+(?:Error|Exception|Exit): .*)$", text, re.MULTILINE)
+    if raised:
+        return SparkJobFailed(f"a Spark task failed on the cluster: {raised[-1].strip()}")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), repr(error))
+    return SparkJobFailed(f"a Spark job failed: {first[:300]}")
 
 
 @dataclass(frozen=True)
@@ -166,13 +220,16 @@ def spark_session(master: str | None = None, app: str = "connmgr-bench") -> Any:
     log4j = scratch / "log4j2.properties"
     if not log4j.exists() or log4j.read_text() != _LOG4J:
         log4j.write_text(_LOG4J)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    master = master or "local[*]"
+    if is_local(master):
+        # Executors are this process's interpreter; nothing leaves the machine.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable  # the driver is this process
     jvm = f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     builder = (
         SparkSession.builder.appName(app)
-        .master(master or "local[*]")
+        .master(master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
@@ -197,5 +254,13 @@ def spark_session(master: str | None = None, app: str = "connmgr-bench") -> Any:
             os.environ.pop("JAVA_HOME", None)
         else:
             os.environ["JAVA_HOME"] = saved
+    running = session.sparkContext.master
+    if running != master:
+        raise SparkUnavailable(
+            f"this process already runs a Spark session on {running}; it cannot also use "
+            f"{master} (one SparkContext per process): stop it first"
+        )
     session.sparkContext.setLogLevel("ERROR")
+    if not is_local(master):
+        session.sparkContext.addPyFile(str(package_zip(scratch)))
     return session

@@ -32,9 +32,12 @@ files and Spark's ``_SUCCESS`` marker.
 from __future__ import annotations
 
 import math
+import pickle
 import random
+import shutil
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ from typing import Any
 from connmgr.bench import schema
 from connmgr.bench.rows import RunMeta, point_text, sim_row
 from connmgr.bench.schema import Kind
+from connmgr.bench.spark import job_failure
 from connmgr.sim.run import prepare, run_spec
 
 SWEEP_SCENARIOS = ("big-producer", "big-consumer")
@@ -251,7 +255,9 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run the first ``n`` points of the sweep with ``seed`` in Spark and write their rows
     (``len(SWEEP_POLICIES)`` per point, ``kind = sweep``) as a Parquet dataset into the
-    directory ``out``, replacing it. ``slices`` is the number of Spark tasks (default
+    directory ``out``, replacing it. The executors compute; the driver gathers the rows a
+    partition at a time and writes them, so ``out`` need not be visible to the executors (a
+    cluster whose nodes share no storage). ``slices`` is the number of Spark tasks (default
     :func:`default_slices`); ``progress`` is called with (tasks done, tasks) about once a
     second while the job runs."""
     if n < 1:
@@ -270,8 +276,14 @@ def run_sweep(
     sc.setJobGroup(group, f"connmgr sweep of {n} points", interruptOnCancel=False)
     watcher = _ProgressWatcher(sc, group, progress) if progress is not None else None
     try:
-        df = spark.createDataFrame(rdd, schema=schema.spark_ddl())
-        df.write.mode("overwrite").parquet(str(out))
+        # One job (the progress bar counts its tasks): each task sends its rows back as one
+        # compressed blob, and the driver unpacks them one at a time while writing.
+        blobs = rdd.mapPartitions(_packed).collect()
+        write_gathered((row for blob in blobs for row in _unpacked(blob)), out)
+    except Exception as e:  # py4j carries Spark's failures; say which task error it was
+        if type(e).__module__.startswith(("py4j", "pyspark")):
+            raise job_failure(e) from e
+        raise
     finally:
         if watcher is not None:
             watcher.stop()
@@ -279,6 +291,46 @@ def run_sweep(
     wall = time.perf_counter() - started
     sims = int(done.value)
     return SweepOutcome(n, sims, wall, sims / wall if wall > 0 else math.inf, out)
+
+
+def _packed(rows: Iterable[tuple[Any, ...]]) -> Iterator[bytes]:
+    yield zlib.compress(pickle.dumps(list(rows), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _unpacked(blob: bytes) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = pickle.loads(zlib.decompress(blob))
+    return rows
+
+
+def write_gathered(rows: Iterable[tuple[Any, ...]], out: Path, batch: int = 20_000) -> None:
+    """Write result tuples (schema column order) into the directory ``out`` as Parquet,
+    ``batch`` rows at a time, replacing it; written aside and renamed into place."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = schema.arrow_schema()
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with pq.ParquetWriter(tmp / "part-00000.parquet", arrow) as writer:
+        chunk: list[tuple[Any, ...]] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) == batch:
+                writer.write_table(_table(chunk, arrow, pa))
+                chunk = []
+        if chunk:
+            writer.write_table(_table(chunk, arrow, pa))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+
+def _table(chunk: Sequence[tuple[Any, ...]], arrow: Any, pa: Any) -> Any:
+    columns = list(zip(*chunk, strict=True))
+    return pa.Table.from_arrays(
+        [pa.array(col, type=field.type) for col, field in zip(columns, arrow, strict=True)],
+        schema=arrow,
+    )
 
 
 def sweep_scaling(
