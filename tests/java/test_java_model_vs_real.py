@@ -54,6 +54,9 @@ def _real(scenario: str) -> RealRun:
 def test_java_today_predicts_kafka_clients_4_4(scenario: str, attempt: int) -> None:
     run = _real(scenario)
     model = run.simulate("java-today", run.replay_settings())
+    # Shown only when the test fails: what the real client did, against the model.
+    print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
+    print("real summary", run.steady_summary, "model", model.steady, model.by_role)
     assert sequence_differences(run.ledger.dials(), model) == []
     assert run.steady_summary["steady"] == model.steady
     for role, counts in run.steady_summary["by_role"].items():

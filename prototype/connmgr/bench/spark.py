@@ -255,7 +255,9 @@ def spark_session(master: str | None = None, app: str = "connmgr-bench") -> Any:
         else:
             os.environ["JAVA_HOME"] = saved
     running = session.sparkContext.master
-    if running != master:
+    # Local sessions differ only in their thread count, so a running one serves any local
+    # request; a cluster master is a different place to compute and is never swapped silently.
+    if running != master and not (is_local(running) and is_local(master)):
         raise SparkUnavailable(
             f"this process already runs a Spark session on {running}; it cannot also use "
             f"{master} (one SparkContext per process): stop it first"
