@@ -8,6 +8,7 @@ of the process's sockets.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,47 @@ def observed_key(
     return ConnectionKey(endpoint, BrokerNode(broker))
 
 
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Life:
+    """A client's connections over its life up to one instant: socket-seconds (the
+    time-integral of open sockets, from the dial to the end) and handshakes (connections
+    established), by role, over ``horizon_s`` seconds from the ledger's origin (the
+    client's start). What a platform team pays for: a socket held for an hour costs 3,600
+    socket-seconds, each new connection one TCP handshake (and one TLS/SASL exchange on a
+    secured listener)."""
+
+    horizon_s: float
+    socket_seconds: dict[str, float]
+    """Per role (``Role`` values): the role a socket played while it was open (a bootstrap
+    socket adopted as a broker's counts as bootstrap until its adoption)."""
+    handshakes: dict[str, int]
+    """Per role: connections established while in that role."""
+
+    def per_hour(self, values: dict[str, float] | dict[str, int]) -> dict[str, float]:
+        """``values`` scaled from the horizon to one client-hour (empty horizon: zeros)."""
+        scale = HOUR_S / self.horizon_s if self.horizon_s > 0 else 0.0
+        return {role: value * scale for role, value in values.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Life:
+        """The inverse of :meth:`as_json` (up to its rounding)."""
+        return cls(
+            float(data["horizon_s"]),
+            {r: float(v) for r, v in data["socket_seconds"].items()},
+            {r: int(v) for r, v in data["handshakes"].items()},
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "horizon_s": round(self.horizon_s, 6),
+            "socket_seconds": {r: round(v, 6) for r, v in self.socket_seconds.items()},
+            "handshakes": dict(self.handshakes),
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionCounts:
     """A client's connections counted from its ledger at one instant (the steady state of a
@@ -114,6 +156,8 @@ class ConnectionCounts:
     """Per role: opened, closed, failed, open_at_end, peak, handshakes_avoided."""
     by_broker: dict[str, dict[str, int]]
     """Per broker (``"None"``: no broker): opened, open_at_end."""
+    life: Life
+    """Socket-seconds and handshakes from the origin to the instant counted."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +167,7 @@ class ConnectionCounts:
             "steady": self.steady,
             "by_role": self.by_role,
             "by_broker": self.by_broker,
+            "life": self.life.as_json(),
         }
 
 
@@ -141,6 +186,9 @@ class ConnectionLedger:
     counts_reached: bool = False
     """Count sockets by the broker they reached (``ConnEntry.reached``; the simulator knows
     it) rather than by the broker their key names."""
+    clock: Callable[[], float] | None = field(default=None, compare=False, repr=False)
+    """The writer's clock (ms from the origin of ``t_ms``), set by a live writer (a real
+    client's driver or observer): "now" for :meth:`counts` without an instant."""
 
     # --- writing -------------------------------------------------------------------------
 
@@ -241,9 +289,11 @@ class ConnectionLedger:
     def count(self, kind: ConnEvent) -> int:
         return sum(1 for e in self.entries if e.kind is kind)
 
-    def counts(self) -> ConnectionCounts:
-        """What the ledger says now: dials, failures, peak, what is open, by role and by
-        broker -- one counting for simulated and real runs alike."""
+    def counts(self, at_ms: float | None = None) -> ConnectionCounts:
+        """What the ledger says at ``at_ms`` (default: the writer's clock now, else the last
+        entry): dials, failures, peak, what is open, by role and by broker, and the life so
+        far -- one counting for simulated and real runs alike. Entries after ``at_ms`` are not
+        expected (use :meth:`until` first)."""
         # The ledger's observations, counted by the same arithmetic as the policy's own
         # metrics (connmgr.core.metrics), so "opened" or "peak" means one thing on both sides.
         counted = Metrics()
@@ -283,16 +333,51 @@ class ConnectionLedger:
             steady=len(self._open),
             by_role=by_role,
             by_broker=dict(sorted(by_broker.items(), key=lambda kv: _broker_order(kv[0]))),
+            life=self.life(self._instant(at_ms)),
         )
+
+    def _instant(self, at_ms: float | None) -> float:
+        if at_ms is not None:
+            return at_ms
+        if self.clock is not None:
+            return self.clock()
+        return self.entries[-1].t_ms if self.entries else 0.0
+
+    def life(self, at_ms: float) -> Life:
+        """Socket-seconds and handshakes by role from the origin to ``at_ms``; a socket
+        still open at ``at_ms`` counts up to it, entries after it are ignored."""
+        seconds = {role.value: 0.0 for role in Role}
+        handshakes = {role.value: 0 for role in Role}
+        since: dict[int, tuple[float, Role]] = {}  # open socket -> (start of its role, role)
+        for e in self.entries:
+            if e.t_ms > at_ms:
+                break
+            if e.kind is ConnEvent.DIAL:
+                since[e.conn_id] = (e.t_ms, e.role)
+                continue
+            start = since.get(e.conn_id)
+            if start is None:
+                continue
+            if e.kind is ConnEvent.ESTABLISHED:
+                handshakes[start[1].value] += 1
+            elif e.kind is ConnEvent.ADOPTED:
+                seconds[start[1].value] += (e.t_ms - start[0]) / 1000.0
+                since[e.conn_id] = (e.t_ms, e.role)
+            elif e.kind in GONE:
+                seconds[start[1].value] += (e.t_ms - start[0]) / 1000.0
+                del since[e.conn_id]
+        for t_ms, role in since.values():
+            seconds[role.value] += max(at_ms - t_ms, 0.0) / 1000.0
+        return Life(max(at_ms, 0.0) / 1000.0, seconds, handshakes)
 
     def _broker_of(self, e: ConnEntry) -> str:
         # A writer that knows where each socket went (the simulator) counts it there; a real
         # client's ledger counts it at the broker its key names (None: a bootstrap entry).
         return str(e.reached if self.counts_reached else e.broker)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, at_ms: float | None = None) -> dict[str, Any]:
         """:meth:`counts` as the JSON fields of ``connmgr simulate`` / ``connmgr run``."""
-        return self.counts().as_json()
+        return self.counts(at_ms).as_json()
 
     def timeline(self) -> list[dict[str, Any]]:
         """The entries as JSON rows (``connmgr simulate`` and ``connmgr run`` alike)."""

@@ -74,6 +74,16 @@ def build_row(**values: Any) -> dict[str, Any]:
         row.setdefault(f"opened_{r}", row["opened"] if r == "data" else 0)
         row.setdefault(f"steady_{r}", row["steady"] if r == "data" else 0)
     row.setdefault("handshakes", row["opened"] - row["failed"])
+    # Life: the steady sockets held for the whole run, every handshake in it (throughput
+    # rows and v1 rows have none: pass the columns as None).
+    row.setdefault("horizon_s", row["duration_ms"] / 1000.0)
+    hours = row["horizon_s"] / 3600.0 if row["horizon_s"] else None
+    row.setdefault("socket_s_per_h", None if hours is None else float(row["steady"]) * 3600.0)
+    row.setdefault("handshakes_per_h", None if hours is None else row["handshakes"] / hours)
+    for r in schema.ROLES:
+        for what in ("socket_s_per_h", "handshakes_per_h"):
+            total = row[what]
+            row.setdefault(f"{what}_{r}", total if r == "data" or total is None else 0.0)
     return row
 
 

@@ -389,6 +389,20 @@ def test_sockets_by_role_are_medians_per_policy(grid: Grid) -> None:
                     assert row[column] == statistics.median(r[column] for r in mine)
 
 
+def test_life_per_client_hour_is_the_median_per_policy(grid: Grid) -> None:
+    got = {(r["point"], r["policy"]): r for r in read_rows(grid.comparison.tables["life"].parquet)}
+    assert got
+    for (point, policy), row in got.items():
+        mine = [r for r in grid.rows if r["point"] == point and r["policy"] == policy]
+        assert row["repeats"] == len(mine)
+        for column in schema.LIFE_COLUMNS:
+            values = [r[column] for r in mine if r[column] is not None]
+            want = statistics.median(values) if values else None
+            assert close(row[column], want), (point, policy, column)
+    headline = read_rows(grid.comparison.tables["headline"].parquet)
+    assert any(r["socket_s_per_h_ratio"] is not None for r in headline)
+
+
 def test_latency_and_throughput_tables(grid: Grid) -> None:
     expected = by_hand(grid.rows)
     latency = read_rows(grid.comparison.tables["latency"].parquet)
@@ -726,6 +740,40 @@ def test_schema_mismatch(
     _expect(spark, tmp_path, str(path), needle)
 
 
+def _write_version(path: Path, rows: Sequence[Mapping[str, Any]], version: int) -> Path:
+    """Rows as a file of schema ``version`` (v1: without the life columns)."""
+    names = [c.name for c in schema.COLUMNS if c.since <= version]
+    base = schema.arrow_schema()
+    arrow = pa.schema(
+        [base.field(n) for n in names], metadata={"connmgr.schema_version": str(version)}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([{n: r[n] for n in names} for r in rows], schema=arrow)
+    pq.write_table(table, path)
+    return path
+
+
+def test_a_v1_file_is_read_with_its_life_columns_null(
+    spark: Any, tmp_path: Path, make_row: RowFactory
+) -> None:
+    rows = [{**r, "schema_version": 1} for r in _pair(make_row, peak=3, opened=3)]
+    _write_version(tmp_path / "results" / "sim.parquet", rows, 1)
+    assert schema.read_parquet(tmp_path / "results" / "sim.parquet")[0]["socket_s_per_h"] is None
+    done = run_comparison(spark, tmp_path, tmp_path / "out")
+    (row,) = read_rows(done.tables["comparison"].parquet)
+    assert row["peak_ratio"] == 1.0 and row["socket_s_per_h_ratio"] is None
+    assert all(r["horizon_s"] is None for r in read_rows(done.tables["life"].parquet))
+
+
+def test_a_file_of_an_unknown_schema_version_is_refused(
+    spark: Any, tmp_path: Path, make_row: RowFactory
+) -> None:
+    path = _write_version(tmp_path / "results" / "sim.parquet", _pair(make_row), 2)
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({"connmgr.schema_version": "99"}), path)
+    _expect(spark, tmp_path, str(path), "results schema v99")
+
+
 @pytest.mark.parametrize(
     ("values", "needle"),
     [
@@ -734,7 +782,7 @@ def test_schema_mismatch(
         ({"kind": "real", "ttfa_ms": 0.0}, "ttfa_ms <= 0"),
         ({"peak": None}, "peak null"),
         ({"kind": "simulated"}, "kind not one of sim, real, sweep"),
-        ({"schema_version": 2}, "schema_version other than 1"),
+        ({"schema_version": 9}, "schema_version other than 1 to 2"),
         ({"rtt_ms": math.nan}, "rtt_ms NaN"),
     ],
 )

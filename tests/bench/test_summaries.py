@@ -8,8 +8,9 @@ from typing import Any
 
 from connmgr.bench import compare, report
 from connmgr.bench.metrics import RULED_METRICS
+from connmgr.bench.schema import LIFE_COLUMNS
 from connmgr.bench.summaries import PairSummary, RoleSockets, regressions_of
-from connmgr.bench.tables import COMPARISON_COLUMNS, roles_table
+from connmgr.bench.tables import COMPARISON_COLUMNS, life_table, roles_table
 
 
 def comparison_record(**worse: bool) -> dict[str, Any]:
@@ -59,10 +60,13 @@ def test_role_sockets_flatten_to_the_role_table_columns() -> None:
         "opened_coordination": None,
         "steady_coordination": None,
     }
-    roles = RoleSockets.from_record(record)
+    life = {c: float(i) for i, c in enumerate(LIFE_COLUMNS)}
+    roles = RoleSockets.from_record({**record, **life})
     assert roles.opened["coordination"] is None
     (row,) = roles_table([roles]).records()
     assert row == record
+    (row,) = life_table([roles]).records()
+    assert row == {**{k: record[k] for k in row if k in record}, **life}
 
 
 def test_the_old_import_paths_name_the_same_objects() -> None:

@@ -99,6 +99,7 @@ class PolicyDriver:
         self._on_refresh = on_refresh
         self._loop = asyncio.get_running_loop()
         self._t0 = self._loop.time()
+        ledger.clock = lambda: self.now_ms  # the ledger's time base is this driver's
         self._conns: dict[int, KafkaConnection] = {}
         self._dialing: dict[int, asyncio.Task[None]] = {}
         self._closed_by_us: set[int] = set()

@@ -222,6 +222,7 @@ class ObservedAIOKafkaClient(AIOKafkaClient):  # type: ignore[misc]
         self.choices = []
         self.bootstrap_brokers = {}
         self.t0 = time.monotonic() if t0 is None else t0
+        self.ledger.clock = self.now_ms
         self._observed_ids: Iterator[int] = itertools.count()
         self._observed_live: dict[int, weakref.finalize[Any, Any]] = {}
 

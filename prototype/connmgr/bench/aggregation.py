@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from connmgr.bench import schema
 from connmgr.bench.metrics import (
+    LIFE_METRICS,
     METRICS,
     POINT_PARAMS,
     PROPOSED,
@@ -155,12 +156,13 @@ def gather(df: Any, summary: Any) -> Aggregates:
             F.max("steady_ratio").alias("steady_ratio_worst"),
             *(
                 F.median(f"{m}_ratio").alias(f"{m}_ratio")
-                for m in (*TIMING_METRICS, *THROUGHPUT_METRICS)
+                for m in (*TIMING_METRICS, *THROUGHPUT_METRICS, *LIFE_METRICS)
             ),
             _int_sum("regressed").alias("regressed_points"),
         ),
     )
     role_cols = [f"{w}_{role}" for role in schema.ROLES for w in ("opened", "steady")]
+    role_cols += list(schema.LIFE_COLUMNS)
     roles = _collect(
         RoleSockets.from_record,
         df.where(not_sweep)

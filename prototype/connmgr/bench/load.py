@@ -65,7 +65,7 @@ def result_files(run_dir: Path) -> list[Path]:
             found = pq.read_schema(f)
         except (pa.ArrowException, OSError) as e:
             raise ResultsError(f"{f}: not a readable Parquet file ({e})") from e
-        schema.check_columns(found.names, str(f))
+        schema.check_columns(found.names, str(f), schema.file_version(found, str(f)))
         for name in found.names:
             have, want = found.field(name).type, expected.field(name).type
             if have != want:
@@ -135,7 +135,10 @@ def _check_rows(df: Any, files: Sequence[Path]) -> None:
         if c.type is schema.ColumnType.DOUBLE:
             checks.append((f"{c.name} NaN", F.isnan(c.name)))
     checks.append(
-        (f"schema_version other than {schema.SCHEMA_VERSION}", F.col("schema_version") != 1)
+        (
+            f"schema_version other than 1 to {schema.SCHEMA_VERSION}",
+            ~F.col("schema_version").isin(list(range(1, schema.SCHEMA_VERSION + 1))),
+        )
     )
     kinds = [k.value for k in schema.Kind]
     checks.append((f"kind not one of {', '.join(kinds)}", ~F.col("kind").isin(kinds)))

@@ -12,7 +12,20 @@ from __future__ import annotations
 
 PROPOSED = "proposed"
 """The policy every other policy (the baselines) is compared with."""
-METRICS = ("opened", "peak", "steady", "handshakes", "ttfa_ms", "ttfc_ms", "throughput_rps")
+LIFE_METRICS = ("socket_s_per_h", "handshakes_per_h")
+"""A client's life per client-hour (socket-seconds, handshakes): compared and shown; no
+regression rule yet (a real run's horizon is seconds, and the rule for them belongs with the
+long real runs)."""
+METRICS = (
+    "opened",
+    "peak",
+    "steady",
+    "handshakes",
+    "ttfa_ms",
+    "ttfc_ms",
+    "throughput_rps",
+    *LIFE_METRICS,
+)
 """The paired metrics: a ratio proposed / baseline is computed for each."""
 SOCKET_METRICS = ("opened", "peak", "steady")
 """Regress when the proposal's median is above the baseline's: sockets are exact."""

@@ -128,6 +128,8 @@ def headline_markdown(headline: Table, decisions: Table, simulator: Table) -> st
             ("ttfa_ms", "time to first ack"),
             ("ttfc_ms", "time to first consume"),
             ("throughput_rps", "throughput"),
+            ("socket_s_per_h", "socket-seconds per client-hour"),
+            ("handshakes_per_h", "handshakes per client-hour"),
         ):
             if r[f"{m}_ratio"] is not None:
                 said += f", {label} {format_number(r[f'{m}_ratio'])}"

@@ -18,8 +18,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.schema import ROLES, SCHEMA_VERSION, Kind, check_row, json_text
+from connmgr.bench.schema import (
+    LIFE_COLUMNS,
+    ROLES,
+    SCHEMA_VERSION,
+    Kind,
+    check_row,
+    json_text,
+)
 from connmgr.core.config import ClientKind
+from connmgr.ledger import Life
 from connmgr.sim.result import RunResult
 from connmgr.sim.scenarios import ScenarioSpec
 
@@ -129,6 +137,26 @@ def counting_columns(summary: Mapping[str, Any]) -> dict[str, Any]:
         r = by_role.get(role, {})
         cols[f"opened_{role}"] = int(r.get("opened", 0))
         cols[f"steady_{role}"] = int(r.get("open_at_end", 0))
+    cols.update(life_columns(summary.get("life")))
+    return cols
+
+
+def life_columns(life: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The life columns from a summary's ``life`` (:meth:`connmgr.ledger.Life.as_json`):
+    per client-hour, total and by role; all null for a run that did not measure it."""
+    if life is None:
+        return dict.fromkeys(LIFE_COLUMNS)
+    measured = Life.from_json(dict(life))
+    seconds = measured.per_hour(measured.socket_seconds)
+    shakes = measured.per_hour(measured.handshakes)
+    cols: dict[str, Any] = {
+        "horizon_s": measured.horizon_s,
+        "socket_s_per_h": sum(seconds.values()),
+        "handshakes_per_h": sum(shakes.values()),
+    }
+    for role in ROLES:
+        cols[f"socket_s_per_h_{role}"] = seconds.get(role, 0.0)
+        cols[f"handshakes_per_h_{role}"] = shakes.get(role, 0.0)
     return cols
 
 

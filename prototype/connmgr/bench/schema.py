@@ -22,8 +22,10 @@ from typing import Any
 from connmgr.core.identity import Role
 from connmgr.errors import ConfigError
 
-SCHEMA_VERSION = 1
-"""Bumped whenever a column is added, removed, renamed or retyped."""
+SCHEMA_VERSION = 2
+"""Bumped whenever a column is added, removed, renamed or retyped. v2 added the life
+columns (``horizon_s``, ``socket_s_per_h``, ``handshakes_per_h`` and their roles); a v1
+file is still read, its rows with those columns null."""
 
 
 class Kind(enum.Enum):
@@ -51,6 +53,9 @@ class Column:
     type: ColumnType
     nullable: bool
     doc: str
+    since: int = 1
+    """The schema version that added the column: a file of an earlier version lacks it and
+    is read with it null (such a column is nullable)."""
 
 
 ROLES = tuple(r.value for r in Role)
@@ -102,6 +107,38 @@ COLUMNS: tuple[Column, ...] = (
         "connection set-ups completed (TCP + ApiVersions): opened - failed",
     ),
     Column("handshakes_avoided", _L, False, "bootstrap connections adopted instead of re-dialled"),
+    Column(
+        "horizon_s",
+        _D,
+        True,
+        "the span the life columns cover, s: from the client's start to the steady instant "
+        "(sim/sweep: the simulated duration; null: not measured or a v1 row)",
+        since=2,
+    ),
+    Column(
+        "socket_s_per_h",
+        _D,
+        True,
+        "socket-seconds per client-hour: the time-integral of open sockets (dial to close) "
+        "over the horizon, scaled to one hour (= mean open sockets x 3600)",
+        since=2,
+    ),
+    Column(
+        "handshakes_per_h",
+        _D,
+        True,
+        "connections established (TCP + ApiVersions; on a secured listener also its TLS/SASL "
+        "exchange) per client-hour over the horizon",
+        since=2,
+    ),
+    *(
+        Column(f"{what}_{role}", _D, True, f"{text} with role {role}", since=2)
+        for role in ROLES
+        for what, text in (
+            ("socket_s_per_h", "socket-seconds per client-hour"),
+            ("handshakes_per_h", "handshakes per client-hour"),
+        )
+    ),
     Column("misrouted", _L, True, "sim/sweep: requests that reached another broker than aimed"),
     Column("records", _L, True, "real: records produced or consumed"),
     Column("ttfa_ms", _D, True, "real producer: start to first acknowledged record, ms"),
@@ -123,6 +160,8 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 NAMES = tuple(c.name for c in COLUMNS)
+LIFE_COLUMNS = tuple(c.name for c in COLUMNS if c.since == 2)
+"""The life columns (schema v2): horizon, socket-seconds and handshakes per client-hour."""
 BY_NAME = {c.name: c for c in COLUMNS}
 
 
@@ -203,17 +242,32 @@ def read_parquet(path: Path) -> list[dict[str, Any]]:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
         raise ResultsError(f"{path}: not a readable Parquet file ({e})") from e
-    check_columns(table.schema.names, str(path))
-    rows: list[dict[str, Any]] = table.to_pylist()
+    check_columns(table.schema.names, str(path), file_version(table.schema, str(path)))
+    rows: list[dict[str, Any]] = [{n: r.get(n) for n in NAMES} for r in table.to_pylist()]
     for i, row in enumerate(rows):
         check_row(row, f"{path} row {i}")
     return rows
 
 
-def check_columns(names: Iterable[str], where: str) -> None:
-    """Raise :class:`ResultsError` unless ``names`` are exactly the schema's columns."""
+def file_version(found: Any, where: str) -> int:
+    """The schema version a Parquet file's schema (``pyarrow.Schema``) says it was written
+    with (files without the marker are of v1, the first)."""
+    raw = (found.metadata or {}).get(b"connmgr.schema_version", b"1")
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ResultsError(f"{where}: schema version {raw!r} is not a number") from e
+
+
+def check_columns(names: Iterable[str], where: str, version: int = SCHEMA_VERSION) -> None:
+    """Raise :class:`ResultsError` unless ``names`` are exactly the schema's columns as of
+    schema ``version`` (a file of an older version lacks the columns added since)."""
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise ResultsError(
+            f"{where}: results schema v{version}; this code reads v1 to v{SCHEMA_VERSION}"
+        )
     have = list(names)
-    missing = [n for n in NAMES if n not in have]
+    missing = [n for n in NAMES if n not in have and BY_NAME[n].since <= version]
     extra = [n for n in have if n not in BY_NAME]
     if missing or extra:
         raise ResultsError(

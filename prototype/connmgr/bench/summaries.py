@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Self
 
 from connmgr.bench.metrics import METRICS, RULED_METRICS, regression_rules
-from connmgr.bench.schema import ROLES
+from connmgr.bench.schema import LIFE_COLUMNS, ROLES
 
 
 def _pick(cls: type[Any], record: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,6 +158,8 @@ class BaselineHeadline:
     ttfa_ms_ratio: float | None
     ttfc_ms_ratio: float | None
     throughput_rps_ratio: float | None
+    socket_s_per_h_ratio: float | None
+    handshakes_per_h_ratio: float | None
     regressed_points: int
 
     @classmethod
@@ -183,14 +185,17 @@ class RoleSockets:
     """Role → median sockets opened, for every role of ``schema.ROLES``."""
     steady: Mapping[str, float | None]
     """Role → median sockets open at the end."""
+    life: Mapping[str, float | None]
+    """Every column of ``rows.LIFE_COLUMNS`` → its median (None: not measured)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Self:
-        """From a row with ``opened_<role>`` and ``steady_<role>`` columns."""
+        """From a row with ``opened_<role>``, ``steady_<role>`` and the life columns."""
         return cls(
             **{k: record[k] for k in ("kind", "scenario", "point", "policy", "brokers", "repeats")},
             opened={role: record[f"opened_{role}"] for role in ROLES},
             steady={role: record[f"steady_{role}"] for role in ROLES},
+            life={c: record[c] for c in LIFE_COLUMNS},
         )
 
     def record(self) -> dict[str, Any]:
@@ -206,6 +211,7 @@ class RoleSockets:
         for role in ROLES:
             flat[f"opened_{role}"] = self.opened[role]
             flat[f"steady_{role}"] = self.steady[role]
+        flat.update(self.life)  # the columns of the ``life`` table
         return flat
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from connmgr.bench.metrics import METRICS, RULED_METRICS, SOCKET_METRICS, TIMING_METRICS
 from connmgr.bench.micro import MicroBenchmark
-from connmgr.bench.schema import ROLES, ColumnType
+from connmgr.bench.schema import LIFE_COLUMNS, ROLES, ColumnType
 from connmgr.bench.summaries import (
     BaselineHeadline,
     BrokerSockets,
@@ -119,6 +119,29 @@ def roles_table(rows: Iterable[RoleSockets]) -> Table:
             ("policy", _S),
             ("repeats", _L),
             *((f"{w}_{role}", _D) for w in ("opened", "steady") for role in ROLES),
+        ),
+        _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
+    )
+
+
+def life_table(rows: Iterable[RoleSockets]) -> Table:
+    """Socket-seconds and handshakes per client-hour, by role, per point and policy."""
+    return make_table(
+        "life",
+        "A client's life: socket-seconds and handshakes per client-hour",
+        "Per point and policy, medians over repeats: the time-integral of open sockets "
+        "(socket-seconds) and the connections established (handshakes), from the client's start "
+        "over `horizon_s`, scaled to one client-hour, in total and by role. Simulated points run "
+        "one simulated hour; a real run's horizon is its few seconds of wall time, so its "
+        "per-hour figures are dominated by start-up.",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("brokers", _L),
+            ("point", _S),
+            ("policy", _S),
+            ("repeats", _L),
+            *((c, _D) for c in LIFE_COLUMNS),
         ),
         _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
     )
@@ -254,6 +277,8 @@ def headline_table(rows: Iterable[BaselineHeadline]) -> Table:
             ("ttfa_ms_ratio", _D),
             ("ttfc_ms_ratio", _D),
             ("throughput_rps_ratio", _D),
+            ("socket_s_per_h_ratio", _D),
+            ("handshakes_per_h_ratio", _D),
             ("regressed_points", _L),
         ),
         _sorted((r.record() for r in rows), ("kind", "baseline")),

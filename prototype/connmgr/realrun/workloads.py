@@ -291,7 +291,7 @@ async def run_java(
     )
     steady_ms = (java.steady.log_time - java.started_at).total_seconds() * 1000.0
     run.ledger = java.ledger
-    run.steady_summary = java.ledger.until(steady_ms).summary()
+    run.steady_summary = java.ledger.until(steady_ms).summary(steady_ms)
     run.records_sent = java.steady.records_sent
     run.records_acked = java.steady.records_acked
     run.records_consumed = java.steady.records_consumed

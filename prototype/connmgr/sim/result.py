@@ -11,7 +11,7 @@ from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
 from connmgr.core.policy import Policy
-from connmgr.ledger import ConnectionCounts, ConnectionLedger, ConnEntry, Dial, key_json
+from connmgr.ledger import ConnectionCounts, ConnectionLedger, ConnEntry, Dial, Life, key_json
 
 
 @dataclass(slots=True)
@@ -70,6 +70,8 @@ class RunResult:
     wall_s: float
     needed_conn_ids: list[int] | None
     steady_conn_ids: list[int]
+    life: Life
+    """Socket-seconds and handshakes over the whole simulated duration."""
     conn_records: list[ConnRecord] = field(default_factory=list)
 
     @classmethod
@@ -105,6 +107,7 @@ class RunResult:
             wall_s=wall_s,
             needed_conn_ids=needed_conn_ids,
             steady_conn_ids=steady_conn_ids,
+            life=counts.life,
             conn_records=sim.conn_records,
         )
 
@@ -138,6 +141,7 @@ class RunResult:
             "steady": self.steady,
             "by_role": self.by_role,
             "by_broker": self.by_broker,
+            "life": self.life.as_json(),
             "steady_connections": self.steady_connections,
             "misrouted": self.misrouted,
             "leaked": self.leaked,

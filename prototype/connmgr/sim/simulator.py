@@ -403,7 +403,7 @@ class Simulator:
         self.deliver(TimePassed())
         steady = self.open_connections()
         steady_keys = [c.key for c in steady]
-        counts = self.ledger.counts()
+        counts = self.ledger.counts(self.now)
         needed = self.policy.needed_connections()
         needed_ids = None if needed is None else sorted(needed)
         self.deliver(ClientClosed())
