@@ -54,6 +54,9 @@ def ratio(p: float | None, b: float | None) -> float | None:
     return p / b
 
 
+TIMED = ("ttfa_ms", "ttfc_ms", "throughput_rps")
+
+
 def by_hand(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(kind, point, baseline) → repeats and, per metric, medians of both sides, the
     median ratio and its min and max: the comparison, computed without Spark."""
@@ -70,9 +73,10 @@ def by_hand(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], dic
     out = {}
     for key, ps in pairs.items():
         s: dict[str, Any] = {"repeats": len(ps)}
+        timed_apart = key[2] != "aiokafka"  # only stock aiokafka is timed like ours
         for m in METRICS:
             both = [(p[m], b[m]) for p, b in ps if p[m] is not None and b[m] is not None]
-            rs = [ratio(p, b) for p, b in both]
+            rs = [] if timed_apart and m in TIMED else [ratio(p, b) for p, b in both]
             s[f"{m}_proposed"] = statistics.median(p for p, _ in both) if both else None
             s[f"{m}_baseline"] = statistics.median(b for _, b in both) if both else None
             s[f"{m}_ratio"] = statistics.median(rs) if rs else None
@@ -416,6 +420,11 @@ def test_latency_and_throughput_tables(grid: Grid) -> None:
         want = expected[(r["kind"], r["point"], r["baseline"])]
         assert close(r["ratio"], want[f"{r['metric']}_ratio"])
         assert close(r["proposed_ms"], want[f"{r['metric']}_proposed"])
+        assert close(r["baseline_ms"], want[f"{r['metric']}_baseline"])
+    # The Java client's times are there, as measured, with no ratio (timed apart from ours).
+    java = [r for r in latency if r["baseline"] == "java-4.4.0"]
+    assert java and all(r["ratio"] is None and r["baseline_ms"] is not None for r in java)
+    assert all(r["ratio"] is not None for r in latency if r["baseline"] == "aiokafka")
     (ab,) = read_rows(grid.comparison.tables["throughput"].parquet)
     want = expected[("real", "throughput-ab[records=1000]", "aiokafka")]
     assert close(ab["throughput_rps_ratio"], want["throughput_rps_ratio"])
@@ -497,9 +506,9 @@ def test_micro_json_parsed(
 # --------------------------------------------------------------------------- tolerance
 
 
-def _timing_rows(make_row: RowFactory) -> list[dict[str, Any]]:
-    """Real rows with constant ratios: ttfa 1.2, 1.3, 0.5 and 1.5 (by 2 ms); throughput 0.8,
-    0.7, 1.5."""
+def _timing_rows(make_row: RowFactory, baseline: str = "aiokafka") -> list[dict[str, Any]]:
+    """Real rows with constant ratios against ``baseline``: ttfa 1.2, 1.3, 0.5 and 1.5 (by
+    2 ms); throughput 0.8, 0.7, 1.5."""
     rows = []
     cases = {
         "t12": {"ttfa_ms": (120.0, 100.0)},
@@ -513,12 +522,25 @@ def _timing_rows(make_row: RowFactory) -> list[dict[str, Any]]:
     }
     for point, metrics in cases.items():
         for repeat in range(3):
-            for side, policy in enumerate(("proposed", "java-2.1.0")):
+            for side, policy in enumerate(("proposed", baseline)):
                 values = {m: v[side] for m, v in metrics.items()}
                 rows.append(
                     make_row(kind="real", point=point, policy=policy, repeat=repeat, **values)
                 )
     return rows
+
+
+def test_a_client_timed_apart_is_never_a_timing_ratio_or_regression(
+    spark: Any, make_row: RowFactory, results_writer: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The same times against the Java client: shown, never divided (its clock starts
+    before a cold JVM builds its client)."""
+    results_writer(tmp_path, "real", _timing_rows(make_row, "java-2.1.0"))
+    got = run_comparison(spark, tmp_path, tmp_path / "out", tolerance=0.25)
+    assert got.regressions == ()
+    rows = read_rows(got.tables["comparison"].parquet)
+    assert rows and all(r["ttfa_ms_ratio"] is None for r in rows)
+    assert {r["ttfa_ms_baseline"] for r in rows} >= {100.0, 4.0}
 
 
 def test_timing_tolerance_works_both_sides(

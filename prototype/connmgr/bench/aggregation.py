@@ -25,6 +25,7 @@ from connmgr.bench.metrics import (
     METRICS,
     POINT_PARAMS,
     PROPOSED,
+    SAME_RUNTIME,
     SOCKET_METRICS,
     THROUGHPUT_METRICS,
     TIMING_METRICS,
@@ -74,12 +75,22 @@ def pair_summary(df: Any, tolerance: float) -> Any:
         *(F.col(m).cast("double").alias(f"b_{m}") for m in METRICS),
     )
     pairs = prop.join(base, list(keys))
+    # A time is compared as a ratio only with a client timed the same way (SAME_RUNTIME);
+    # another client's time is kept as measured, for context.
+    comparable = F.col("baseline").isin(list(SAME_RUNTIME))
+    timed = (*TIMING_METRICS, *THROUGHPUT_METRICS)
     pairs = pairs.select(
-        "*", *(_ratio(F.col(f"p_{m}"), F.col(f"b_{m}")).alias(f"r_{m}") for m in METRICS)
+        "*",
+        *(
+            F.when(comparable, _ratio(F.col(f"p_{m}"), F.col(f"b_{m}"))).alias(f"r_{m}")
+            if m in timed
+            else _ratio(F.col(f"p_{m}"), F.col(f"b_{m}")).alias(f"r_{m}")
+            for m in METRICS
+        ),
     )
     aggs = [F.first(c).alias(c) for c in POINT_PARAMS] + [F.count(F.lit(1)).alias("repeats")]
     for m in METRICS:
-        both = F.col(f"r_{m}").isNotNull()
+        both = F.col(f"p_{m}").isNotNull() & F.col(f"b_{m}").isNotNull()
         aggs += [
             F.median(F.when(both, F.col(f"p_{m}"))).alias(f"{m}_proposed"),
             F.median(F.when(both, F.col(f"b_{m}"))).alias(f"{m}_baseline"),
