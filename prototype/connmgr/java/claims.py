@@ -1,4 +1,4 @@
-"""The 2019 articles' claims about the Java client (shared/baseline-behaviour.md B1: P1-P6,
+"""The 2019 articles' claims about the Java client (docs/baseline-behaviour.md B1: P1-P6,
 C1-C6), checked against the real kafka-clients 2.1.0 on the embedded cluster.
 
 ``python -m connmgr.java.claims --out docs/java-2.1.0-claims.md`` runs the experiments and

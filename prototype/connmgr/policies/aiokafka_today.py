@@ -3,7 +3,7 @@
 * ``start()`` dials the bootstrap servers one at a time until one answers Metadata, then
   **closes** that connection (keeping it only if the metadata listed no brokers). The order is
   a random shuffle of the list (``collect_hosts(..., randomize=True)``), not the given order
-  as shared/baseline-behaviour.md B3 says; measured on the embedded cluster
+  as docs/baseline-behaviour.md B3 says; measured on the embedded cluster
   (tests/embedded/test_observe.py). ``bootstrap_offset`` pins the entry tried first, to
   replay a recorded run.
 * Connections are keyed by ``(node_id, group)``: group DEFAULT for data, COORDINATION for
