@@ -19,6 +19,8 @@ prefetches it). Both clients now ask before the move and agree.
 
 from __future__ import annotations
 
+import dataclasses
+
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
 from connmgr.ledger import ConnEvent
@@ -247,17 +249,10 @@ def test_no_refresh_allowance_without_a_loss() -> None:
 # move back, and never sends to broker 2: held 2 against 1, opened 3 against 2. The
 # stale-lookup window of `stale_coordinators`, for partition leaders: stated in the
 # invariant as `stale_leaders`, and the extra socket lingers out.
-STALE_LEADER_WORLD = World(
-    brokers=1,
+STALE_LEADER_WORLD = dataclasses.replace(
+    REFRESH_WORLD,
     client=ClientKind.PRODUCER,
     leaders=(1, 1),  # partition 1 keeps the candidate on broker 1 too
-    coordinator=1,
-    shared=True,
-    idle_disabled=False,
-    max_connections=None,
-    confirms_identity=False,
-    bootstrap_count=1,
-    bootstrap_offset=0,
     seed=0,
 )
 STALE_LEADER_STEPS = (

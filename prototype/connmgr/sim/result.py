@@ -55,12 +55,8 @@ class RunResult:
     seed: int
     settings: dict[str, str]
     duration_ms: float
-    opened: int
-    failed: int
-    peak: int
-    steady: int
-    by_role: dict[str, dict[str, int]]
-    by_broker: dict[str, dict[str, int]]
+    counts: ConnectionCounts
+    """The ledger's counts at the steady instant (what ``opened`` ... ``life`` read)."""
     steady_connections: list[dict[str, Any]]
     ledger: ConnectionLedger
     requests: list[RequestRecord]
@@ -70,9 +66,36 @@ class RunResult:
     wall_s: float
     needed_conn_ids: list[int] | None
     steady_conn_ids: list[int]
-    life: Life
-    """Socket-seconds and handshakes over the whole simulated duration."""
     conn_records: list[ConnRecord] = field(default_factory=list)
+
+    @property
+    def opened(self) -> int:
+        return self.counts.opened
+
+    @property
+    def failed(self) -> int:
+        return self.counts.failed
+
+    @property
+    def peak(self) -> int:
+        return self.counts.peak
+
+    @property
+    def steady(self) -> int:
+        return self.counts.steady
+
+    @property
+    def by_role(self) -> dict[str, dict[str, int]]:
+        return self.counts.by_role
+
+    @property
+    def by_broker(self) -> dict[str, dict[str, int]]:
+        return self.counts.by_broker
+
+    @property
+    def life(self) -> Life:
+        """Socket-seconds and handshakes over the whole simulated duration."""
+        return self.counts.life
 
     @classmethod
     def build(
@@ -92,12 +115,7 @@ class RunResult:
             seed=0,
             settings={},
             duration_ms=sim.duration_ms,
-            opened=counts.opened,
-            failed=counts.failed,
-            peak=counts.peak,
-            steady=counts.steady,
-            by_role=counts.by_role,
-            by_broker=counts.by_broker,
+            counts=counts,
             steady_connections=[key_json(k) for k in steady],
             ledger=sim.ledger,
             requests=sim.request_log,
@@ -107,7 +125,6 @@ class RunResult:
             wall_s=wall_s,
             needed_conn_ids=needed_conn_ids,
             steady_conn_ids=steady_conn_ids,
-            life=counts.life,
             conn_records=sim.conn_records,
         )
 
