@@ -176,3 +176,17 @@ def test_partitions_and_topics_share_the_leader_spread() -> None:
     wide = simulate("big-consumer", "proposed", dict(brokers="100", partitions="7", topics="2"))
     narrow = simulate("big-consumer", "proposed", {"brokers": "100"})
     assert (wide.peak, wide.steady) == (narrow.peak, narrow.steady)
+
+
+def test_java_today_replays_a_lookup_on_the_bootstrap_connection() -> None:
+    """A recorded consumer whose FindCoordinator went on its bootstrap connection (its lookup
+    ran before the first metadata response was applied) dials no broker for it: the
+    coordinator connection comes first. A record naming a node the model has no connection
+    to leaves the model's own pick (and the dial order) alone."""
+    own = run("seed-consumer", "java-today", duration_ms="60000")
+    assert own.ledger.sequence()[1] == (1, Role.DATA)  # the broker dialled for the lookup
+    replayed = run("seed-consumer", "java-today", duration_ms="60000", replay_lookups="-1")
+    assert replayed.ledger.sequence()[:2] == [(None, Role.BOOTSTRAP), (2, Role.COORDINATION)]
+    assert replayed.by_role["data"]["opened"] == own.by_role["data"]["opened"]
+    unheld = run("seed-consumer", "java-today", duration_ms="60000", replay_lookups="1")
+    assert unheld.ledger.sequence() == own.ledger.sequence()

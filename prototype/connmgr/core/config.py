@@ -75,6 +75,14 @@ class PolicyConfig:
             "to replay; empty: the model picks with leastLoadedNode"
         ),
     )
+    replay_lookups: tuple[int, ...] = field(
+        default=(),
+        metadata=option(
+            "where a recorded Java run sent its FindCoordinator requests (node ids, in "
+            "order), to replay a lookup that went to a node it already had a connection to; "
+            "empty: the model picks with leastLoadedNode"
+        ),
+    )
     # Proposed policy only:
     warm_up: bool = field(
         default=False,

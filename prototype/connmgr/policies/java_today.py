@@ -30,7 +30,12 @@
   active connection" (TRACE log), replayed in order: they stand for the random offset and
   for picks that depend on timing the simulator does not have (a node whose previous
   request is still being written is neither ready nor connecting to ``leastLoadedNode``).
-  ``replay_telemetry``: the node the recorded telemetry request went to.
+  ``replay_telemetry``: the node the recorded telemetry request went to. ``replay_lookups``:
+  the nodes the recorded FindCoordinator requests went to; a lookup whose recorded node is one
+  the model holds a READY connection to goes there (``leastLoadedNode`` returned a node with
+  an active connection, which the TRACE log does not show as a pick: measured with 4.4.0, a
+  consumer whose lookup ran before its first metadata response was applied sent
+  FindCoordinator on its bootstrap connection instead of dialling a broker).
 """
 
 from __future__ import annotations
@@ -86,6 +91,9 @@ class JavaTodayPolicy(Policy):
         self._looping: dict[int, float] = {}
         """Requests whose caller re-picks on every poll loop (:data:`POLL_LOOP_APIS`), with
         the time of their last loop."""
+        self._lookups: dict[int, int | None] = {}
+        """FindCoordinator requests already placed once -> their recorded node (Java id), or
+        None when the record had none left: each lookup takes one, on its first placement."""
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return client_is_producer
@@ -239,6 +247,26 @@ class JavaTodayPolicy(Policy):
         self._replayed += 2
         self.connection_for(*detour, Purpose.DATA)
 
+    def _recorded_lookup(self, request: Request) -> Connection | None:
+        """The READY connection a recorded FindCoordinator went on, if the model holds one.
+
+        Each FindCoordinator takes the next record on its first placement. A recorded node
+        the model has no READY connection to was a "no active connection" pick, already in
+        ``replay_choices``: the model's own scan (which replays it) decides.
+        """
+        if request.api is not Api.FIND_COORDINATOR or not self.config.replay_lookups:
+            return None
+        if request.request_id not in self._lookups:
+            taken = len(self._lookups)
+            replay = self.config.replay_lookups
+            self._lookups[request.request_id] = replay[taken] if taken < len(replay) else None
+        node = self._lookups[request.request_id]
+        known = None if node is None else self._known_node(node)
+        if known is None:
+            return None
+        conn = self.table.live_for_node(known[0], Purpose.DATA)
+        return conn if conn is not None and conn.state is ConnState.READY else None
+
     # --- placement -----------------------------------------------------------------------
 
     def place(self, request: Request) -> Connection | None:
@@ -264,6 +292,9 @@ class JavaTodayPolicy(Policy):
                     return None
                 # The consumer's coordinator lookup waits on the node it picked.
                 return conn
+            recorded = self._recorded_lookup(request)
+            if recorded is not None:
+                return recorded
             choice = self.least_loaded_node()
             if choice is None:
                 return None

@@ -84,9 +84,13 @@ class RealRun:
     def replay_settings(self) -> dict[str, str]:
         """Policy settings that make a model replay this run's observed choices: the
         ``least_loaded`` picks as ``replay_choices``, the ``telemetry`` node (Java) as
-        ``replay_telemetry``."""
+        ``replay_telemetry``, the FindCoordinator nodes (Java) as ``replay_lookups``."""
         settings: dict[str, str] = {}
-        for kind, option in (("least_loaded", "replay_choices"), ("telemetry", "replay_telemetry")):
+        for kind, option in (
+            ("least_loaded", "replay_choices"),
+            ("telemetry", "replay_telemetry"),
+            ("lookup", "replay_lookups"),
+        ):
             nodes = [str(node) for seen, node in self.choices if seen == kind]
             if nodes:
                 settings[option] = ",".join(nodes)

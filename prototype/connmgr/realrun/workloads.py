@@ -307,6 +307,11 @@ async def run_java(
         n for _, api, n in parse_sent_requests(lines) if api == "GET_TELEMETRY_SUBSCRIPTIONS"
     ]
     run.choices.extend(("telemetry", node) for node in telemetry[:1])
+    # Where each FindCoordinator went: a lookup that ran before the first metadata response
+    # was applied goes on a bootstrap connection, a race the model cannot time.
+    run.choices.extend(
+        ("lookup", n) for _, api, n in parse_sent_requests(lines) if api == "FIND_COORDINATOR"
+    )
     if kind == "producer" and int(version.split(".")[0]) >= 3:
         # enable.idempotence defaults to true since kafka-clients 3.0: model it so.
         run.spec = dataclasses.replace(spec, idempotent=True)
