@@ -67,7 +67,8 @@ def test_every_stage_wrote_its_results_and_the_report_exists(
     index = quick.report.read_text()
     for heading in ("Regressions", "Sweep", "Plots"):
         assert heading in index
-    for png in ("sockets-vs-brokers", "sockets-by-role", "latency", "throughput", "sweep-savings"):
+    pngs = ("sockets-vs-brokers", "sockets-by-role", "latency", "throughput", "sweep-savings")
+    for png in (*pngs, "linger"):
         path = quick.run_dir / "plots" / f"{png}.png"
         assert path.stat().st_size > 1_000, path
         assert f"plots/{png}.png" in index
@@ -77,6 +78,10 @@ def test_every_stage_wrote_its_results_and_the_report_exists(
     assert len(sims) == len(grid.sim_points) * len(grid.policies) * grid.get("sim", "repeats")
     assert {r["policy"] for r in raw(quick, "real")} == set(grid.clients)
     assert [p for p, _, _ in quick.sweep] == list(grid.get("sweep", "sizes"))
+    linger = grid.values["linger"]
+    settings = len(linger["values_ms"]) + len(linger["baselines"])
+    assert len(table(quick, "linger")) == len(linger["scenarios"]) * settings
+    assert "linger" in quick.stage_seconds
 
 
 def test_sockets_table_matches_the_raw_simulated_rows(

@@ -52,6 +52,14 @@ rounds = 1
 sizes = [10]
 seed = 0
 
+[linger]
+scenarios = ["seed-producer"]
+values_ms = [0, 3000]
+baselines = ["java-today"]
+duration_ms = 60000
+repeats = 1
+seed = 0
+
 [properties]
 baselines = ["java-today"]
 examples = 5

@@ -115,6 +115,11 @@ _PLOTS = (
 )
 
 
+ExtraPlot = tuple[str, str, str, Callable[[Path], Path | None]]
+"""(name, title, caption, draw): a plot a stage outside the comparison contributes; ``draw``
+writes ``plots/<name>.png`` at the path it is given, or returns None with nothing to draw."""
+
+
 def run_comparison(
     spark: Any,
     run_dir: Path,
@@ -123,6 +128,7 @@ def run_comparison(
     tolerance: float = 0.25,
     extra_sections: Sequence[tuple[str, str]] = (),
     extra_tables: Sequence[Table] = (),
+    extra_plots: Sequence[ExtraPlot] = (),
     regenerate: str | None = None,
 ) -> Comparison:
     """Compare the proposal with every baseline over ``run_dir``'s results and write the
@@ -133,7 +139,8 @@ def run_comparison(
     ``tolerance`` bounds the timing and throughput ratios (sockets have none).
     ``extra_sections`` are (title, Markdown) sections that ``index.md`` shows before "How to
     regenerate"; ``extra_tables`` are written and shown with the others (the property
-    stage's); ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
+    stage's); ``extra_plots`` are drawn after the others (the linger stage's);
+    ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` decide the exit status."""
     if not 0 <= tolerance < 1:
@@ -199,7 +206,9 @@ def run_comparison(
         "sweep-savings": lambda p: plots.sweep_savings(got.sweep, p),
     }
     plot_entries: list[tuple[str, str, Path]] = []
-    for name, title, caption in _PLOTS:
+    extra = [(name, title, caption) for name, title, caption, _ in extra_plots]
+    draws.update({name: draw for name, _, _, draw in extra_plots})
+    for name, title, caption in (*_PLOTS, *extra):
         path = draws[name](plots_dir / f"{name}.png")
         if path is not None:
             drawn[name] = path

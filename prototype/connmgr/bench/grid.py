@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.rows import point_text
-from connmgr.errors import ConfigError
+from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies import POLICIES
 from connmgr.sim.scenarios import SCENARIOS, get_scenario
 
@@ -69,6 +69,14 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
     },
     "micro": {"rounds": (int, False)},
     "sweep": {"sizes": (int, True), "seed": (int, False)},
+    "linger": {
+        "scenarios": (str, True),
+        "values_ms": (int, True),
+        "baselines": (str, True),
+        "duration_ms": (int, False),
+        "repeats": (int, False),
+        "seed": (int, False),
+    },
     "properties": {
         "baselines": (str, True),
         "examples": (int, False),
@@ -152,7 +160,11 @@ class Grid:
             f"{turns} throughput turns; sweep sizes {list(self.get('sweep', 'sizes'))}; "
             f"property runs {len(self.get('properties', 'baselines'))} x "
             f"{self.get('properties', 'examples'):,} examples, "
-            f"{len(self.get('properties', 'mutants'))} mutant searches"
+            f"{len(self.get('properties', 'mutants'))} mutant searches; "
+            f"linger {len(self.get('linger', 'scenarios'))} scenarios x "
+            f"({len(self.get('linger', 'values_ms'))} values + "
+            f"{len(self.get('linger', 'baselines'))} baselines) x "
+            f"{self.get('linger', 'repeats')} repeats"
             + (f"; {len(self.skipped)} impossible points skipped" if self.skipped else "")
         )
 
@@ -251,6 +263,10 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     need("properties.baselines", values["properties"]["baselines"], list(BASELINES))
     need("properties.mutants", values["properties"]["mutants"], list(MUTANTS))
     need("sim.idle", values["sim"]["idle"], list(_IDLE))
+    baselines = [p for p in POLICIES if p != "proposed"]
+    need("linger.baselines", values["linger"]["baselines"], baselines)
+    for entry in values["linger"]["scenarios"]:
+        _check_linger_entry(source, entry)
     need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
     need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])
     if "proposed" not in values["sim"]["policies"]:
@@ -264,6 +280,17 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")
+
+
+def _check_linger_entry(source: Path, entry: str) -> None:
+    """A ``[linger]`` scenario entry names a scenario and parameters it can be built with."""
+    from connmgr.bench.linger import parse_entry
+
+    try:
+        name, params = parse_entry(entry)
+        get_scenario(name).spec(params)
+    except (ConfigError, UnknownName) as e:
+        raise GridError(f"{source}: linger.scenarios {entry!r}: {e}") from e
 
 
 def _is_java(client: str) -> bool:

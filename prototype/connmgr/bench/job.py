@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from connmgr.bench.grid import Grid, RealPoint, java_version
+from connmgr.bench.linger import linger_points, linger_table, read_linger, run_one, write_linger
+from connmgr.bench.linger import plan as linger_plan
 from connmgr.bench.properties import (
     check_properties,
     property_results,
@@ -287,6 +289,18 @@ def run_micro(grid: Grid, out: Path) -> Path:
     return out
 
 
+# --- 4. the linger trade-off ---------------------------------------------------------------
+
+
+def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
+    """The proposal at every ``[linger]`` value and the baselines, per scenario, each a
+    simulated client-hour (:mod:`connmgr.bench.linger`); written to ``raw/linger.json``."""
+    values = grid.values["linger"]
+    runs = linger_plan(values)
+    rows = [run_one(run) for run in _bar(runs, len(runs), "linger", show)]
+    return write_linger(values, meta, rows, raw)
+
+
 # --- the whole job ------------------------------------------------------------------------
 
 
@@ -333,6 +347,7 @@ def run_bench(
     )
     say("micro-benchmarks (pytest-benchmark) ...")
     stage("micro", lambda: run_micro(grid, raw / "micro" / "micro.json"))
+    stage("linger", lambda: linger_stage(grid, meta, raw, show=show))
     say("property suite (examples, steps, mutants) ...")
     write_properties(
         stage("properties", lambda: property_results(grid.values["properties"], meta, show=show)),
@@ -404,12 +419,27 @@ def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[
 
 
 def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
-    from connmgr.bench.compare import run_comparison
+    from connmgr.bench.compare import ExtraPlot, run_comparison
+    from connmgr.bench.plots import linger_tradeoff
 
     raw = run_dir / "raw"
     found = read_properties(raw)
     tables = property_tables(found) if found is not None else []
     problems = check_properties(found) if found is not None else []
+    lingered = read_linger(raw)
+    plots: list[ExtraPlot] = []
+    if lingered is not None:
+        tables.append(linger_table(lingered))
+        points = linger_points(lingered)
+        plots.append(
+            (
+                "linger",
+                "The linger trade-off",
+                "Socket-seconds against handshakes per client-hour, per scenario: the "
+                "proposal at each linger_ms, each baseline as it is.",
+                lambda path: linger_tradeoff(points, path),
+            )
+        )
     sections = job_sections(job)
     if found is not None:
         listed = (
@@ -423,6 +453,7 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
         run_dir,
         extra_sections=sections,
         extra_tables=tables,
+        extra_plots=plots,
         regenerate=_REGENERATE,
     )
     return comparison, problems

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from connmgr.bench.linger import LingerPoint
 from connmgr.bench.metrics import PROPOSED
 from connmgr.bench.schema import ROLES
 from connmgr.bench.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
@@ -239,6 +240,53 @@ def sweep_savings(rows: Sequence[SweepSaving], path: Path) -> Path | None:
     ax.legend(fontsize=8)
     fig.suptitle("Sweep: sockets the proposal saves, by cluster size")
     return _save(fig, path)
+
+
+def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
+    """Socket-seconds against handshakes per client-hour, one panel per scenario: the
+    proposal's curve through its linger values (each labelled), each baseline one marker.
+    Rows: the ``linger`` table's points."""
+    if not points:
+        return None
+    scenarios = list(dict.fromkeys(p.scenario for p in points))[:MAX_PANELS]
+    fig, axes = _figure(len(scenarios))
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        mine = [p for p in points if p.scenario == scenario]
+        curve = [p for p in mine if p.linger_ms is not None]
+        ax.plot(
+            [p.handshakes_per_h for p in curve],
+            [p.socket_s_per_h for p in curve],
+            "o-",
+            color=colour(PROPOSED),
+            label=PROPOSED,
+        )
+        for p in curve:
+            ax.annotate(
+                _linger_label(p.linger_ms or 0),
+                (p.handshakes_per_h, p.socket_s_per_h),
+                fontsize=6,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
+        for p in mine:
+            if p.linger_ms is None:
+                ax.plot(
+                    p.handshakes_per_h,
+                    p.socket_s_per_h,
+                    "s",
+                    color=colour(p.policy),
+                    label=p.policy,
+                )
+        ax.set_title(_short(scenario, 40), fontsize=9)
+        ax.set_xlabel("handshakes per client-hour")
+        ax.set_ylabel("socket-seconds per client-hour")
+        ax.legend(fontsize=7)
+    fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
+    return _save(fig, path)
+
+
+def _linger_label(ms: int) -> str:
+    return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
 
 
 def _mean(values: Iterable[float | None]) -> float:

@@ -1,0 +1,218 @@
+"""The linger trade-off: the proposal's ``linger_ms`` swept per scenario, over a client-hour.
+
+Prompt close trades sockets held against handshakes: a connection nothing needs any more is
+closed after ``linger_ms`` of quiet, so a short linger holds fewer socket-seconds and, when
+the need comes back (a leader that moves away and back, a coordinator that moves, the next
+transaction's coordinator), pays a new handshake. The grid's ``[linger]`` section names the
+scenarios (``name`` or ``name key=value ...``: a scenario of ``connmgr scenarios`` with
+``--set`` parameters) and the values; each scenario runs the proposal at every value and the
+section's baselines once, ``repeats`` times (seeds ``seed``, ``seed + 1``, ...), each over
+``duration_ms`` of simulated time.
+
+Every run's socket-seconds and handshakes are the ledger's (:class:`connmgr.ledger.Life`)
+scaled to one client-hour. The results are written as ``raw/linger.json`` and become the
+``linger`` table (median per scenario and setting, :func:`linger_table`) and the
+``linger`` plot (socket-seconds against handshakes per scenario, the proposal's curve
+through its values and each baseline as one point).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from connmgr.bench.rows import RunMeta
+from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.table import Table, make_table
+from connmgr.errors import ConfigError
+from connmgr.sim.run import prepare, run_spec
+
+LINGER_FILE = "linger.json"
+"""Under ``raw/``: the linger stage's runs."""
+
+PROPOSED = "proposed"
+
+
+@dataclass(frozen=True)
+class LingerRun:
+    """One simulated client-hour of the linger stage: ``policy`` through ``scenario`` (with
+    ``params``), at ``linger_ms`` (the proposal) or as is (a baseline: ``linger_ms`` None)."""
+
+    entry: str
+    """The grid's text for the scenario (``name`` or ``name key=value ...``)."""
+    scenario: str
+    params: Mapping[str, str]
+    policy: str
+    linger_ms: int | None
+    repeat: int
+    seed: int
+
+
+def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
+    """``"big-producer brokers=100"`` -> ``("big-producer", {"brokers": "100"})``; a
+    :class:`ConfigError` for a word that is not ``key=value``."""
+    name, *words = entry.split()
+    params: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"linger scenario {entry!r}: {word!r} is not key=value")
+        params[key] = value
+    return name, params
+
+
+def plan(values: Mapping[str, Any]) -> list[LingerRun]:
+    """Every run of the ``[linger]`` section ``values``, in the order they are run."""
+    runs = []
+    for entry in values["scenarios"]:
+        scenario, params = parse_entry(entry)
+        params = {**params, "duration_ms": str(values["duration_ms"])}
+        for repeat in range(values["repeats"]):
+            seed = values["seed"] + repeat
+            settings: list[tuple[str, int | None]] = [(PROPOSED, v) for v in values["values_ms"]]
+            settings += [(b, None) for b in values["baselines"]]
+            for policy, linger in settings:
+                runs.append(LingerRun(entry, scenario, params, policy, linger, repeat, seed))
+    return runs
+
+
+def run_one(run: LingerRun) -> dict[str, Any]:
+    """The raw result of one run: its key and the client-hour's counts."""
+    settings = {**run.params, "seed": str(run.seed)}
+    if run.linger_ms is not None:
+        settings["linger_ms"] = str(run.linger_ms)
+    spec, policy_settings, seed = prepare(run.scenario, settings)
+    result = run_spec(spec, run.policy, policy_settings, seed)
+    counts = result.counts
+    life = counts.life
+    return {
+        "scenario": run.entry,
+        "policy": run.policy,
+        "linger_ms": run.linger_ms,
+        "repeat": run.repeat,
+        "seed": run.seed,
+        "horizon_s": life.horizon_s,
+        "opened": counts.opened,
+        "steady": counts.steady,
+        "peak": counts.peak,
+        "misrouted": int(result.misrouted),
+        "socket_s_per_h": sum(life.per_hour(life.socket_seconds).values()),
+        "handshakes_per_h": sum(life.per_hour(life.handshakes).values()),
+    }
+
+
+def write_linger(values: Mapping[str, Any], meta: RunMeta, rows: Sequence[Any], raw: Path) -> Path:
+    """``raw/linger.json``: the section's settings, the run's meta and every run's result."""
+    raw.mkdir(parents=True, exist_ok=True)
+    path = raw / LINGER_FILE
+    data = {"meta": meta.columns(), "settings": dict(values), "runs": list(rows)}
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def read_linger(raw: Path) -> dict[str, Any] | None:
+    """``raw/linger.json``, or None if the run had no linger stage. Raises
+    :class:`ResultsError` naming the file if it is there but broken."""
+    path = raw / LINGER_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{path}: not readable JSON ({e})") from e
+    if not isinstance(data, dict) or not {"runs", "settings"} <= set(data):
+        raise ResultsError(f"{path}: missing 'runs' or 'settings'; not a linger-stage file")
+    found: dict[str, Any] = data
+    return found
+
+
+@dataclass(frozen=True)
+class LingerPoint:
+    """One setting of one scenario, its medians over the repeats: what the table shows and
+    the plot draws."""
+
+    scenario: str
+    policy: str
+    linger_ms: int | None
+    socket_s_per_h: float
+    handshakes_per_h: float
+    opened: float
+    steady: float
+    misrouted: int
+    repeats: int
+
+    @property
+    def setting(self) -> str:
+        """``proposed@3000ms`` for the proposal at one linger, the baseline's name else."""
+        return self.policy if self.linger_ms is None else f"{self.policy}@{self.linger_ms}ms"
+
+
+def linger_points(found: Mapping[str, Any]) -> list[LingerPoint]:
+    """The medians of ``raw/linger.json``'s runs per (scenario, policy, linger), in the
+    grid's scenario order, the proposal's values first (ascending), then the baselines."""
+    groups: dict[tuple[str, str, int | None], list[Mapping[str, Any]]] = defaultdict(list)
+    for run in found["runs"]:
+        groups[(run["scenario"], run["policy"], run["linger_ms"])].append(run)
+    order = {s: i for i, s in enumerate(found["settings"]["scenarios"])}
+
+    def key(k: tuple[str, str, int | None]) -> tuple[int, bool, int, str]:
+        scenario, policy, linger = k
+        return (order.get(scenario, len(order)), policy != PROPOSED, linger or 0, policy)
+
+    points = []
+    for k in sorted(groups, key=key):
+        runs = groups[k]
+        points.append(
+            LingerPoint(
+                k[0],
+                k[1],
+                k[2],
+                statistics.median(r["socket_s_per_h"] for r in runs),
+                statistics.median(r["handshakes_per_h"] for r in runs),
+                statistics.median(r["opened"] for r in runs),
+                statistics.median(r["steady"] for r in runs),
+                sum(r["misrouted"] for r in runs),
+                len(runs),
+            )
+        )
+    return points
+
+
+_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
+LINGER_COLUMNS = (
+    ("scenario", _S),
+    ("setting", _S),
+    ("linger_ms", _L),
+    ("socket_s_per_h", _D),
+    ("handshakes_per_h", _D),
+    ("opened", _D),
+    ("steady", _D),
+    ("misrouted", _L),
+    ("repeats", _L),
+)
+
+
+def linger_table(found: Mapping[str, Any]) -> Table:
+    """The ``linger`` report table: one row per scenario and setting (medians)."""
+    s = found["settings"]
+    points = linger_points(found)
+    return make_table(
+        "linger",
+        "The linger trade-off: socket-seconds against handshakes per client-hour",
+        f"Each row: the median over {s['repeats']} seeded runs of {s['duration_ms'] / 3.6e6:g} "
+        "simulated hour(s) of one scenario, for the proposal at one `linger_ms` "
+        f"({', '.join(str(v) for v in s['values_ms'])} ms) or a baseline model as it is "
+        "(`linger_ms` empty). `socket_s_per_h`: the time-integral of open sockets per "
+        "client-hour, every role; `handshakes_per_h`: connections established per "
+        "client-hour (each one TCP handshake, and a TLS/SASL exchange on a secured "
+        "listener). Linger applies only to connections nothing needs any more (a leader "
+        "that moved away, the bootstrap connection, a lookup's broker): where a scenario's "
+        "rows do not move with it, nothing became unneeded there.",
+        LINGER_COLUMNS,
+        [{**asdict(p), "setting": p.setting} for p in points],
+    )
