@@ -62,10 +62,12 @@ def test_entries_are_a_scenario_and_key_value_words() -> None:
 
 
 def test_a_longer_linger_holds_the_moved_broker_longer(found: dict[str, Any]) -> None:
-    """k8s-endpoint-change: broker 2 comes back at a new address; the proposal's connection
-    to the old one is unneeded from then on and closes after linger_ms of quiet, so its
-    socket-seconds grow with the linger (the old socket is already dead at the broker, so
-    no handshake is saved): the trade-off has one side only here."""
+    """k8s-endpoint-change: while broker 2 restarts, the group coordinator moves to broker 3
+    and the consumer dials 3 for it; when 2 is back the coordinator returns there and the
+    connection to 3 is unneeded: it closes after linger_ms of quiet (at 540 s, the idle
+    expiry of 9 minutes closes it first), so socket-seconds grow with the linger while no
+    handshake is saved (the coordinator never moves to 3 again): one side of the trade-off
+    only."""
     hour = {
         p.linger_ms: p
         for p in linger_points(found)
