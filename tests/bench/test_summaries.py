@@ -10,7 +10,7 @@ from connmgr.bench import compare, report
 from connmgr.bench.metrics import RULED_METRICS
 from connmgr.bench.schema import LIFE_COLUMNS
 from connmgr.bench.summaries import PairSummary, RoleSockets, regressions_of
-from connmgr.bench.tables import COMPARISON_COLUMNS, life_table, roles_table
+from connmgr.bench.tables import COMPARISON_COLUMNS, life_costs_table, life_table, roles_table
 
 
 def comparison_record(**worse: bool) -> dict[str, Any]:
@@ -67,6 +67,35 @@ def test_role_sockets_flatten_to_the_role_table_columns() -> None:
     assert row == record
     (row,) = life_table([roles]).records()
     assert row == {**{k: record[k] for k in row if k in record}, **life}
+
+
+def test_life_costs_list_each_life_metric_the_proposal_spends_more_on() -> None:
+    """A simulated pair whose proposed socket-seconds exceed the baseline's is listed with
+    the roles that differ; handshakes equal: not listed; a real pair: never listed."""
+    record = comparison_record()
+    record |= {"socket_s_per_h_proposed": 7200.0, "socket_s_per_h_baseline": 3600.0}
+    record |= {"handshakes_per_h_proposed": 4.0, "handshakes_per_h_baseline": 4.0}
+    pair = PairSummary.from_record(record)
+    base = {"kind": "sim", "scenario": "s", "point": "p", "brokers": 3, "repeats": 2}
+    opened = {f"{w}_{r}": 1.0 for w in ("opened", "steady") for r in ("bootstrap", "data")}
+    opened |= {"opened_coordination": 1.0, "steady_coordination": 1.0}
+
+    def roles(policy: str, data: float, coordination: float) -> RoleSockets:
+        life = dict.fromkeys(LIFE_COLUMNS, 0.0)
+        life |= {"socket_s_per_h_data": data, "socket_s_per_h_coordination": coordination}
+        return RoleSockets.from_record({**base, "policy": policy, **opened, **life})
+
+    both = [roles("proposed", 3600.0, 3600.0), roles("b", 3600.0, 0.0)]
+    (row,) = life_costs_table([pair], both).records()
+    assert (row["metric"], row["excess"], row["where"]) == (
+        "socket_s_per_h",
+        3600.0,
+        "coordination +3,600",
+    )
+    real = PairSummary.from_record({**record, "kind": "real"})
+    assert life_costs_table([real], both).rows == ()
+    cheaper = PairSummary.from_record({**record, "socket_s_per_h_proposed": 3600.0})
+    assert life_costs_table([cheaper], both).rows == ()
 
 
 def test_the_old_import_paths_name_the_same_objects() -> None:

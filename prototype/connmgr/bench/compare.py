@@ -178,6 +178,7 @@ def run_comparison(
         tables.sockets_table(got.comparison),
         tables.roles_table(got.roles),
         tables.life_table(got.roles),
+        tables.life_costs_table(got.comparison, got.roles),
         tables.brokers_table(got.brokers),
         tables.latency_table(got.comparison),
         tables.throughput_table(got.comparison),

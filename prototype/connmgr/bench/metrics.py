@@ -14,9 +14,10 @@ from __future__ import annotations
 PROPOSED = "proposed"
 """The policy every other policy (the baselines) is compared with."""
 LIFE_METRICS = ("socket_s_per_h", "handshakes_per_h")
-"""A client's life per client-hour (socket-seconds, handshakes): compared and shown; no
-regression rule yet (a real run's horizon is seconds, and the rule for them belongs with the
-long real runs)."""
+"""A client's life per client-hour (socket-seconds, handshakes): compared and shown, and
+every simulated point where the proposal spends more is listed in the ``life-costs`` table
+(``tables.life_costs_table``). No regression rule: prompt close can cost a re-dial that a
+baseline's idle socket saves, a cost the RFC states rather than a failure of the job."""
 METRICS = (
     "opened",
     "peak",

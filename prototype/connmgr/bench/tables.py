@@ -11,7 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from connmgr.bench.metrics import METRICS, RULED_METRICS, SOCKET_METRICS, TIMING_METRICS
+from connmgr.bench.metrics import (
+    LIFE_METRICS,
+    METRICS,
+    PROPOSED,
+    RULED_METRICS,
+    SOCKET_METRICS,
+    TIMING_METRICS,
+)
 from connmgr.bench.micro import MicroBenchmark
 from connmgr.bench.schema import LIFE_COLUMNS, ROLES, ColumnType
 from connmgr.bench.summaries import (
@@ -144,6 +151,66 @@ def life_table(rows: Iterable[RoleSockets]) -> Table:
             *((c, _D) for c in LIFE_COLUMNS),
         ),
         _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
+    )
+
+
+LIFE_COST_KINDS = ("sim",)
+"""Kinds whose life figures are compared for costs: a simulated point runs an hour; a real
+run's horizon is seconds of start-up, where its sockets are already compared exactly."""
+
+
+def life_costs_table(comparison: Iterable[PairSummary], roles: Iterable[RoleSockets]) -> Table:
+    """Every (point, baseline, life metric) where the proposal's median per client-hour is
+    above the baseline's, with the roles that make the difference."""
+    by_role = {(r.kind, r.point, r.policy): r.life for r in roles}
+    rows = []
+    for pair in comparison:
+        if pair.kind not in LIFE_COST_KINDS:
+            continue
+        for metric in LIFE_METRICS:
+            s = pair.metrics[metric]
+            if s.proposed is None or s.baseline is None or s.proposed <= s.baseline:
+                continue
+            mine = by_role.get((pair.kind, pair.point, PROPOSED), {})
+            theirs = by_role.get((pair.kind, pair.point, pair.baseline), {})
+            where = []
+            for role in ROLES:
+                a, b = mine.get(f"{metric}_{role}"), theirs.get(f"{metric}_{role}")
+                if a is not None and b is not None and a > b:
+                    where.append(f"{role} +{a - b:,.4g}")
+            rows.append(
+                {
+                    "kind": pair.kind,
+                    "scenario": pair.scenario,
+                    "point": pair.point,
+                    "baseline": pair.baseline,
+                    "metric": metric,
+                    "proposed": s.proposed,
+                    "baseline_value": s.baseline,
+                    "excess": s.proposed - s.baseline,
+                    "where": ", ".join(where) or "no single role",
+                }
+            )
+    return make_table(
+        "life-costs",
+        "Where the proposal costs more over a client's life",
+        "Every simulated point (one hour) and baseline where the proposal's median "
+        "socket-seconds or handshakes per client-hour is above the baseline's: `excess` is "
+        "the difference, `where` the roles whose figure is higher (proposed - baseline). "
+        "Not a regression rule: these are the costs the RFC's Costs section explains (a "
+        "re-dial after prompt close, a second coordinator connection).",
+        (
+            ("kind", _S),
+            ("scenario", _S),
+            ("point", _S),
+            ("baseline", _S),
+            ("metric", _S),
+            ("proposed", _D),
+            ("baseline_value", _D),
+            ("excess", _D),
+            ("where", _S),
+        ),
+        _sorted(rows, ("kind", "scenario", "point", "baseline", "metric")),
     )
 
 
