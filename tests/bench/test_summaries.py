@@ -103,3 +103,33 @@ def test_the_old_import_paths_name_the_same_objects() -> None:
     assert compare.pair_summary.__module__ == "connmgr.bench.aggregation"
     for name in report.__all__:
         assert getattr(report, name) is not None, name
+
+
+def test_the_headline_leads_with_todays_clients_and_the_client_hour() -> None:
+    """java-described is history: its sentence comes after today's baselines whatever the
+    alphabet says; each sentence starts with the per-client-hour ratios where measured."""
+    from connmgr.bench.page import headline_markdown
+    from connmgr.bench.table import make_table
+    from connmgr.bench.tables import decision_table, headline_table, simulator_table
+
+    columns = headline_table([]).columns
+
+    def row(baseline: str, life: float | None) -> dict[str, Any]:
+        r: dict[str, Any] = {n: 1.0 for n, _ in columns}
+        r |= {"kind": "sim", "baseline": baseline, "points": 3, "regressed_points": 0}
+        r |= {"ttfa_ms_ratio": None, "ttfc_ms_ratio": None, "throughput_rps_ratio": None}
+        r |= {"socket_s_per_h_ratio": life, "handshakes_per_h_ratio": life}
+        return r
+
+    rows = [row("aiokafka-today", 0.5), row("java-described", 0.25), row("java-today", None)]
+    table = make_table("headline", "t", "d", columns, rows)
+    text = headline_markdown(table, decision_table(()), simulator_table(()))
+    sentences = [line for line in text.splitlines() if line.startswith("- **")]
+    assert [s.split("against ")[1].split("**")[0] for s in sentences] == [
+        "aiokafka-today",
+        "java-today",
+        "java-described",
+    ]
+    assert "history" in sentences[2] and "history" not in sentences[0]
+    assert sentences[0].split(": ", 1)[1].startswith("socket-seconds per client-hour 0.5")
+    assert sentences[1].split(": ", 1)[1].startswith("peak sockets 1")
