@@ -203,3 +203,31 @@ def test_scaling_runs_each_size(spark: Any, tmp_path: Path) -> None:
     big = keyed(schema.read_parquet(outcomes[1].path))
     assert len(big) == 12 * len(sweep.SWEEP_POLICIES)
     assert small.keys() <= big.keys()  # the smaller sweep is the start of the bigger one
+
+
+def test_the_sweep_cadence_counts_what_the_default_cadence_counts() -> None:
+    """SWEEP_TIMINGS (a request every 30 s) gives the same opened / peak / steady sockets and
+    the same client-hour (handshakes and socket-seconds by role) as the real clients'
+    cadence, for every policy, on the first points of the sweep with at most 100 brokers (a
+    default-cadence hour costs 0.1-0.3 s a run; the docstring gives the 300-point figure)."""
+    import dataclasses
+
+    from connmgr.sim.clients import ClientTimings
+    from connmgr.sim.run import run_spec
+
+    assert ClientTimings() != sweep.SWEEP_TIMINGS
+    points = [p for p in (sweep.draw_point(i, 0) for i in range(40))]
+    small = [p for p in points if int(p.params["brokers"]) <= 100][:3]
+    assert {p.scenario for p in small} == set(sweep.SWEEP_SCENARIOS)
+    for point in small:
+        spec, settings, seed = prepare(point.scenario, point.params)
+        for policy in sweep.SWEEP_POLICIES:
+            default = run_spec(spec, policy, settings, seed).counts
+            coarse = run_spec(
+                dataclasses.replace(spec, timings=sweep.SWEEP_TIMINGS), policy, settings, seed
+            ).counts
+            got = [(c.opened, c.peak, c.steady, c.by_role) for c in (default, coarse)]
+            assert got[0] == got[1], (point.point, policy)
+            assert default.life.handshakes == coarse.life.handshakes
+            for role, seconds in default.life.socket_seconds.items():
+                assert coarse.life.socket_seconds[role] == pytest.approx(seconds, abs=1.0)
