@@ -8,7 +8,7 @@ losses; the policy under test decides where every request goes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from connmgr.core.coordinator import CoordinatorRef
@@ -49,6 +49,8 @@ class ClientModel:
         self._refresh_seq = 0
         self.ops_started = False
         self._telemetry_asked = False
+        self.closed = False
+        """The application closed the client (:meth:`close`): it sends nothing more."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -76,9 +78,18 @@ class ClientModel:
     def on_ready(self) -> None:
         """Metadata is known and the application has started sending or polling."""
 
+    def close(self) -> None:
+        """The application closes the client before the run ends: the simulator tells the
+        policy (``ClientClosed``), and every timer of the model stops sending."""
+        if not self.closed:
+            self.closed = True
+            self.sim.close_client()
+
     # --- metadata ------------------------------------------------------------------------
 
     def request_metadata(self) -> None:
+        if self.closed:
+            return
         if self._md_in_flight:
             self._md_wanted = True
             return
@@ -122,14 +133,18 @@ class ClientModel:
         if seq == self._refresh_seq:
             self.request_metadata()
 
-    def send_per_leader(self, api: Api, busy: set[int]) -> None:
+    def send_per_leader(
+        self, api: Api, busy: set[int], only: Collection[TopicPartition] | None = None
+    ) -> None:
         """One ``api`` request to every leader without one in flight (``busy``), carrying
-        the partitions it leads: how producers drain batches and consumers fetch."""
+        the partitions it leads (of ``only``, if given): how producers drain batches and
+        consumers fetch."""
         md = self.md
         assert md is not None
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp, leader in md.leaders:
-            by_leader.setdefault(leader, []).append(tp)
+            if only is None or tp in only:
+                by_leader.setdefault(leader, []).append(tp)
         for leader, tps in by_leader.items():
             if leader not in busy:
                 busy.add(leader)
@@ -215,9 +230,62 @@ class ProducerModel(ClientModel):
                 self.metadata_stale()
 
 
+class ShortLivedProducerModel(ProducerModel):
+    """A producer that starts, sends ``records`` records and closes: the application's
+    ``send`` calls spread the records round robin over its topics' partitions, its
+    ``close()`` flushes them (one Produce per leader of a partition with a record, re-sent
+    after NOT_LEADER every ``send_interval_ms``) and closes the client once every record
+    is acknowledged."""
+
+    def __init__(
+        self, sim: ClientHost, topics: Sequence[str], timings: ClientTimings, *, records: int
+    ) -> None:
+        super().__init__(sim, topics, timings)
+        self.records = records
+        self._unacked: dict[TopicPartition, int] | None = None
+        """Records per partition not yet acknowledged (None: not yet sent)."""
+
+    def on_ready(self) -> None:
+        if self._unacked is None:
+            assert self.md is not None
+            partitions = sorted(tp for tp, _ in self.md.leaders)  # as the partitioner sees
+            self._unacked = {}
+            for n in range(self.records):
+                tp = partitions[n % len(partitions)]
+                self._unacked[tp] = self._unacked.get(tp, 0) + 1
+        super().on_ready()
+
+    def _tick(self) -> None:
+        if self.closed or not self._unacked:
+            self._ticking = False
+            return
+        self.send_per_leader(Api.PRODUCE, self._in_flight, self._unacked)
+        self.sim.after(self.timings.send_interval_ms, self._tick)
+
+    def on_response(self, req: SimRequest, ok: bool) -> None:
+        if req.api is not Api.PRODUCE or req.broker_id is None or self._unacked is None:
+            super().on_response(req, ok)
+            return
+        self._in_flight.discard(req.broker_id)
+        if not ok:
+            self.metadata_stale()
+            return
+        for tp in req.partitions:
+            self.sim.records_acked += self._unacked.pop(tp, 0)
+        if not self._unacked:
+            self.close()
+
+
 class ConsumerModel(ClientModel):
-    """A group member that owns every partition of its topics: FindCoordinator, JoinGroup,
-    SyncGroup, OffsetFetch, then one fetch loop per leader, heartbeats and auto-commits."""
+    """A group member: FindCoordinator, JoinGroup, SyncGroup, OffsetFetch, then one fetch
+    loop per leader of its assigned partitions, heartbeats and auto-commits.
+
+    It owns every partition of its topics until its group rebalances
+    (:meth:`~connmgr.sim.cluster.ClusterModel.rebalance`): the next heartbeat answer tells
+    it (REBALANCE_IN_PROGRESS), it stops fetching (the eager protocol revokes every
+    partition), joins and syncs again, and fetches what SyncGroup assigned it. The interest
+    it reports changes once, at the SyncGroup answer: the revocation lasts a few round
+    trips, far less than any linger or idle timeout it could affect."""
 
     def __init__(
         self,
@@ -236,6 +304,10 @@ class ConsumerModel(ClientModel):
         self._finding = False
         self._fetching: set[int] = set()
         self._timers_started = False
+        self._generation = 0
+        """The group generation whose assignment the member holds."""
+        self._assigned: frozenset[TopicPartition] | None = None
+        """The partitions it fetches (None: every partition of its topics)."""
 
     def on_first_op(self) -> None:
         # The Java consumer's first poll sends FindCoordinator alongside the first metadata
@@ -260,7 +332,7 @@ class ConsumerModel(ClientModel):
         self.sim.send_coordinator(api, self.coordinator, self.ref)
 
     def _fetch_all(self) -> None:
-        self.send_per_leader(Api.FETCH, self._fetching)
+        self.send_per_leader(Api.FETCH, self._fetching, self._assigned)
 
     def _start_timers(self) -> None:
         if self._timers_started:
@@ -309,7 +381,12 @@ class ConsumerModel(ClientModel):
             return
         md = self.md
         assert md is not None
-        self.sim.interest(frozenset(tp for tp, _ in md.leaders))
+        self._generation = self.sim.cluster.generation(self.group)
+        self._assigned = self.sim.cluster.assignment(self.group)
+        if self._assigned is None:
+            self.sim.interest(frozenset(tp for tp, _ in md.leaders))
+        else:
+            self.sim.interest(self._assigned)
         self._to_coordinator(Api.OFFSET_FETCH)
 
     def _offsets(self, req: SimRequest, ok: bool) -> None:
@@ -320,7 +397,13 @@ class ConsumerModel(ClientModel):
         self._fetch_all()
 
     def _group_reply(self, req: SimRequest, ok: bool) -> None:
-        self._rediscover(ok)
+        if self._rediscover(ok):
+            return
+        rebalanced = self.sim.cluster.generation(self.group) != self._generation
+        if req.api is Api.HEARTBEAT and self._joined and rebalanced:
+            # REBALANCE_IN_PROGRESS: revoke everything and join the new generation.
+            self._joined = False
+            self._to_coordinator(Api.JOIN_GROUP)
 
     def _rediscover(self, ok: bool) -> bool:
         """NOT_COORDINATOR: find the coordinator again (the group stays joined: a model)."""
@@ -344,7 +427,8 @@ class ConsumerModel(ClientModel):
         if not ok:
             self.metadata_stale()
             return
-        self._fetch_all()
+        if self._joined:  # not while re-joining: the eager protocol revoked everything
+            self._fetch_all()
 
     def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
         super().on_metadata(md, had_topics=had_topics)

@@ -62,6 +62,8 @@ class ClusterModel:
     _moved: dict[TopicPartition, int] = field(default_factory=dict)
     _coordinator_moved: dict[str, int] = field(default_factory=dict)
     _txn_moved: dict[str, int] = field(default_factory=dict)
+    _assigned: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+    _generation: dict[str, int] = field(default_factory=dict)
     _md_cache: dict[tuple[str, ...], ClusterMetadata] = field(default_factory=dict)
     _at: dict[Endpoint, list[int]] = field(default_factory=dict)
 
@@ -101,6 +103,16 @@ class ClusterModel:
         if ref.kind is CoordinatorKind.TRANSACTION:
             return self.txn_coordinator(ref.key)
         return self.coordinator(ref.key)
+
+    def assignment(self, group: str) -> frozenset[TopicPartition] | None:
+        """The partitions the simulated member of ``group`` is assigned (what SyncGroup
+        answers it), or None when the group has never rebalanced: the member is alone and
+        owns every partition of its topics."""
+        return self._assigned.get(group)
+
+    def generation(self, group: str) -> int:
+        """The group's generation: bumped by every :meth:`rebalance` (0: never)."""
+        return self._generation.get(group, 0)
 
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t in topics for p in range(len(self.topics[t]))]
@@ -196,6 +208,26 @@ class ClusterModel:
         self._check_ids([broker_id], f"new leader of {tp}")
         self._moved[tp] = broker_id
         self._md_cache.clear()
+
+    def reassign(self, tp: TopicPartition, broker_id: int) -> None:
+        """A partition reassignment: ``broker_id`` becomes ``tp``'s preferred leader and
+        leads it now, for good (a later preferred-leader election keeps it there, unlike a
+        :meth:`move_leader`)."""
+        self._check_ids([broker_id], f"new preferred leader of {tp}")
+        if not self.brokers[broker_id].up:
+            raise ConfigError(f"broker {broker_id} is down: it cannot take over {tp}")
+        self.topics[tp.topic][tp.partition] = broker_id
+        self._moved.pop(tp, None)
+        self._md_cache.clear()
+
+    def rebalance(self, group: str, partitions: frozenset[TopicPartition]) -> None:
+        """Members joined or left ``group``: a new generation, in which the simulated member
+        is assigned ``partitions``. Its coordinator tells it on its next heartbeat
+        (REBALANCE_IN_PROGRESS), and it re-joins to learn them."""
+        if group not in self.coordinators:
+            raise ConfigError(f"group {group!r} has no coordinator in this cluster")
+        self._assigned[group] = partitions
+        self._generation[group] = self.generation(group) + 1
 
 
 def _next_live(live: list[int], after: int) -> int:

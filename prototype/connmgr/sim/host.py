@@ -48,3 +48,7 @@ class ClientHost(Protocol):
 
     def interest(self, partitions: frozenset[TopicPartition]) -> None:
         """The partitions the client now works with."""
+
+    def close_client(self) -> None:
+        """The application closed the client now, before the run's end: the policy closes
+        every connection, and the model sends nothing more."""

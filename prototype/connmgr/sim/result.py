@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import ConnectionKey, Role
+from connmgr.core.metadata import TopicPartition
 from connmgr.core.policy import Policy
 from connmgr.ledger import ConnectionCounts, ConnectionLedger, ConnEntry, Dial, Life, key_json
 
@@ -46,6 +47,8 @@ class RequestRecord:
     true_endpoint: Endpoint | None = None
     """Where the target broker really was when the request was sent (None: any node).
     A request sent elsewhere went by stale metadata."""
+    partitions: tuple[TopicPartition, ...] = ()
+    """The partitions a broker request (Produce, Fetch) carried."""
 
 
 @dataclass

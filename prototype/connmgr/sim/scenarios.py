@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from connmgr.core.config import ClientKind, PolicyConfig, coerce_option
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.errors import ConfigError, UnknownName
-from connmgr.sim.clients import ClientModel, ClientTimings, ConsumerModel, ProducerModel
+from connmgr.sim.clients import (
+    ClientModel,
+    ClientTimings,
+    ConsumerModel,
+    ProducerModel,
+    ShortLivedProducerModel,
+)
 from connmgr.sim.cluster import ClusterModel, build_cluster
 from connmgr.sim.simulator import Simulator
 from connmgr.sim.transactions import TransactionalProducerModel
@@ -56,6 +62,9 @@ class ScenarioSpec:
     between the application and sender threads. A real run's log says which (observed and
     replayed, like ``replay_choices``); a simulated run assumes the transactional requests
     won."""
+    records: int | None = None
+    """A short-lived producer: it sends this many records and closes once they are
+    acknowledged, long before the run ends (None: it sends until the run ends)."""
 
     def make_client(self, sim: Simulator) -> ClientModel:
         timings = self.timings
@@ -70,6 +79,8 @@ class ScenarioSpec:
                 offsets_topic=self.offsets_topic,
                 early_leader_dials=self.early_leader_dials,
             )
+        if self.records is not None:
+            return ShortLivedProducerModel(sim, self.topics, timings, records=self.records)
         if self.client is ClientKind.PRODUCER:
             return ProducerModel(
                 sim, self.topics, timings, first_op_ms=self.first_op_ms, idempotent=self.idempotent
@@ -127,24 +138,31 @@ COMMON: dict[str, ParamValue] = {"seed": 0, "rtt_ms": 0.0}
 MINUTE = 60_000
 
 
-def _int(p: Mapping[str, ParamValue], name: str) -> int:
+# The readers below are shared with the modules that register more scenarios (sim/churn.py).
+
+
+def int_param(p: Mapping[str, ParamValue], name: str) -> int:
+    """Parameter ``name`` of ``p``, an integer by its default's type."""
     value = p[name]
     assert isinstance(value, int)
     return value
 
 
-def _num(p: Mapping[str, ParamValue], name: str) -> float:
+def num_param(p: Mapping[str, ParamValue], name: str) -> float:
+    """Parameter ``name`` of ``p`` as a float (an integer default counts too)."""
     value = p[name]
     assert isinstance(value, int | float)
     return float(value)
 
 
-def _broker_idle(p: Mapping[str, ParamValue]) -> int | None:
-    idle = _int(p, "broker_idle_ms")
+def broker_idle(p: Mapping[str, ParamValue]) -> int | None:
+    """The brokers' ``connections.max.idle.ms`` from ``broker_idle_ms`` (0: never reap)."""
+    idle = int_param(p, "broker_idle_ms")
     return None if idle == 0 else idle
 
 
-def _localhost_brokers(ids: range, first_port: int) -> dict[int, Endpoint]:
+def localhost_brokers(ids: range, first_port: int) -> dict[int, Endpoint]:
+    """Brokers ``ids`` on localhost, on consecutive ports from ``first_port``."""
     return {i: Endpoint("localhost", first_port + n) for n, i in enumerate(ids)}
 
 
@@ -163,21 +181,21 @@ def _seed(p: Mapping[str, ParamValue], client: ClientKind, bootstrap: str) -> Sc
     # by broker 2; topic t4 with one partition led by each broker. The partition order
     # (leaders 2, 0, 1) is the order in which the consumer log connects to the leaders.
     cluster = build_cluster(
-        _localhost_brokers(range(3), 9092),
+        localhost_brokers(range(3), 9092),
         {"t4": [2, 0, 1]},
         {"test": 2},
-        rtt_ms=_num(p, "rtt_ms"),
-        broker_idle_ms=_broker_idle(p),
-        seed=_int(p, "seed"),
+        rtt_ms=num_param(p, "rtt_ms"),
+        broker_idle_ms=broker_idle(p),
+        seed=int_param(p, "seed"),
     )
-    offset = _int(p, "bootstrap_offset")
+    offset = int_param(p, "bootstrap_offset")
     return ScenarioSpec(
         cluster=cluster,
         bootstrap=parse_bootstrap(bootstrap),
         client=client,
         topics=("t4",),
         group="test" if client is ClientKind.CONSUMER else None,
-        duration_ms=_num(p, "duration_ms"),
+        duration_ms=num_param(p, "duration_ms"),
         policy_defaults={"bootstrap_offset": str(offset)} if offset >= 0 else {},
     )
 
@@ -205,29 +223,29 @@ def _coordinator(n: int, leaders: Sequence[int], placement: str) -> int:
 
 
 def _big(p: Mapping[str, ParamValue], client: ClientKind) -> ScenarioSpec:
-    n = _int(p, "brokers")
+    n = int_param(p, "brokers")
     if n < 1:
         raise ConfigError("brokers must be >= 1")
-    spread = spread_leaders(n, _int(p, "leaders"))
-    partitions = _int(p, "partitions") or len(spread)
-    topic_count = _int(p, "topics")
+    spread = spread_leaders(n, int_param(p, "leaders"))
+    partitions = int_param(p, "partitions") or len(spread)
+    topic_count = int_param(p, "topics")
     if topic_count < 1:
         raise ConfigError("topics must be >= 1")
-    if _int(p, "bootstrap_size") < 1:
+    if int_param(p, "bootstrap_size") < 1:
         raise ConfigError("bootstrap_size must be >= 1 (entries in bootstrap.servers)")
-    bootstrap = min(_int(p, "bootstrap_size"), n)  # brokers 1..bootstrap; a list cannot repeat
+    bootstrap = min(int_param(p, "bootstrap_size"), n)  # brokers 1..bootstrap; a list cannot repeat
     # Partition i of every topic is led by the i-th spread leader, round robin: the topics
     # share their leaders, so the leader spread alone decides the data connections needed.
     leaders = [spread[i % len(spread)] for i in range(partitions)]
     names = ["events"] + [f"events-{i}" for i in range(1, topic_count)]
     coordinator = _coordinator(n, spread, str(p["coordinator"]))
     cluster = build_cluster(
-        _localhost_brokers(range(1, n + 1), 9092),
+        localhost_brokers(range(1, n + 1), 9092),
         dict.fromkeys(names, leaders),
         {"app": coordinator},
-        rtt_ms=_num(p, "rtt_ms"),
-        broker_idle_ms=_broker_idle(p),
-        seed=_int(p, "seed"),
+        rtt_ms=num_param(p, "rtt_ms"),
+        broker_idle_ms=broker_idle(p),
+        seed=int_param(p, "seed"),
     )
     servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, bootstrap + 1))
     return ScenarioSpec(
@@ -236,9 +254,9 @@ def _big(p: Mapping[str, ParamValue], client: ClientKind) -> ScenarioSpec:
         client=client,
         topics=tuple(names),
         group="app" if client is ClientKind.CONSUMER else None,
-        duration_ms=_num(p, "duration_ms"),
+        duration_ms=num_param(p, "duration_ms"),
         policy_defaults=(
-            {"connections_max_idle_ms": "-1"} if _int(p, "client_idle_disabled") else {}
+            {"connections_max_idle_ms": "-1"} if int_param(p, "client_idle_disabled") else {}
         ),
     )
 
@@ -251,11 +269,11 @@ def _k8s(p: Mapping[str, ParamValue]) -> ScenarioSpec:
         endpoints,
         {"orders": [1, 2, 3]},
         {"app": 2},
-        rtt_ms=_num(p, "rtt_ms"),
-        broker_idle_ms=_broker_idle(p),
-        seed=_int(p, "seed"),
+        rtt_ms=num_param(p, "rtt_ms"),
+        broker_idle_ms=broker_idle(p),
+        seed=int_param(p, "seed"),
     )
-    restart = _num(p, "restart_at_ms")
+    restart = num_param(p, "restart_at_ms")
 
     def down(sim: Simulator) -> None:
         sim.broker_down(2)
@@ -273,7 +291,7 @@ def _k8s(p: Mapping[str, ParamValue]) -> ScenarioSpec:
         client=ClientKind.CONSUMER,
         topics=("orders",),
         group="app",
-        duration_ms=_num(p, "duration_ms"),
+        duration_ms=num_param(p, "duration_ms"),
         changes=[(restart, down), (restart + 30_000, up), (restart + 90_000, rebalance)],
     )
 
@@ -285,9 +303,9 @@ def _shared(p: Mapping[str, ParamValue]) -> ScenarioSpec:
         {1: proxy, 2: proxy, 3: proxy},
         {"orders": [1, 2, 3]},
         {"app": 2},
-        rtt_ms=_num(p, "rtt_ms"),
-        broker_idle_ms=_broker_idle(p),
-        seed=_int(p, "seed"),
+        rtt_ms=num_param(p, "rtt_ms"),
+        broker_idle_ms=broker_idle(p),
+        seed=int_param(p, "seed"),
     )
     return ScenarioSpec(
         cluster=cluster,
@@ -295,7 +313,7 @@ def _shared(p: Mapping[str, ParamValue]) -> ScenarioSpec:
         client=ClientKind.CONSUMER,
         topics=("orders",),
         group="app",
-        duration_ms=_num(p, "duration_ms"),
+        duration_ms=num_param(p, "duration_ms"),
     )
 
 
@@ -303,7 +321,8 @@ TXN_COORDINATOR_PLACEMENTS = ("separate", "shared")
 CTP_COORDINATOR_LAYOUTS = ("separate", "same")
 
 
-def _choice(p: Mapping[str, ParamValue], name: str, choices: Sequence[str]) -> str:
+def choice_param(p: Mapping[str, ParamValue], name: str, choices: Sequence[str]) -> str:
+    """Parameter ``name`` of ``p``, which must be one of ``choices`` (else ConfigError)."""
     value = str(p[name])
     if value not in choices:
         raise ConfigError(f"{name}={value!r}: choose one of {', '.join(choices)}")
@@ -316,30 +335,30 @@ def _txn(p: Mapping[str, ParamValue], *, ctp: bool) -> ScenarioSpec:
     # produce, the group coordinator of "app" on the highest brokers that lead nothing (or on
     # one broker: coordinators=same; or, without a group, on a leader: coordinator=shared).
     # The consumer half's input topic "orders" has one partition, on the lowest free broker.
-    n = _int(p, "brokers")
+    n = int_param(p, "brokers")
     if n < 4:
         raise ConfigError("brokers must be >= 4 (two leaders and two coordinators apart)")
     leaders = spread_leaders(n, 2)
     free = [b for b in range(n, 0, -1) if b not in leaders]
     if ctp:
-        same = _choice(p, "coordinators", CTP_COORDINATOR_LAYOUTS) == "same"
+        same = choice_param(p, "coordinators", CTP_COORDINATOR_LAYOUTS) == "same"
         txn_at, group_at = free[0], free[0] if same else free[1]
     else:
-        shared = _choice(p, "coordinator", TXN_COORDINATOR_PLACEMENTS) == "shared"
+        shared = choice_param(p, "coordinator", TXN_COORDINATOR_PLACEMENTS) == "shared"
         txn_at, group_at = (leaders[0] if shared else free[0]), None
     topics = {"events": leaders}
     if ctp:
         topics["orders"] = [free[-1]]
     cluster = build_cluster(
-        _localhost_brokers(range(1, n + 1), 9092),
+        localhost_brokers(range(1, n + 1), 9092),
         topics,
         {} if group_at is None else {"app": group_at},
         txn_coordinators={"txn-app": txn_at},
-        rtt_ms=_num(p, "rtt_ms"),
-        broker_idle_ms=_broker_idle(p),
-        seed=_int(p, "seed"),
+        rtt_ms=num_param(p, "rtt_ms"),
+        broker_idle_ms=broker_idle(p),
+        seed=int_param(p, "seed"),
     )
-    interval = _num(p, "txn_interval_ms")
+    interval = num_param(p, "txn_interval_ms")
     if interval <= 0:
         raise ConfigError("txn_interval_ms must be > 0")
     servers = ",".join(str(cluster.brokers[i].endpoint) for i in range(1, 4))
@@ -349,7 +368,7 @@ def _txn(p: Mapping[str, ParamValue], *, ctp: bool) -> ScenarioSpec:
         client=ClientKind.PRODUCER,
         topics=("events",),
         group=None,
-        duration_ms=_num(p, "duration_ms"),
+        duration_ms=num_param(p, "duration_ms"),
         transactional_id="txn-app",
         offsets_group="app" if ctp else None,
         offsets_topic="orders" if ctp else None,
@@ -360,11 +379,12 @@ def _txn(p: Mapping[str, ParamValue], *, ctp: bool) -> ScenarioSpec:
 SCENARIOS: dict[str, Scenario] = {}
 
 
-def _register(scenario: Scenario) -> None:
+def register(scenario: Scenario) -> None:
+    """Add ``scenario`` to :data:`SCENARIOS` (by its name, replacing any of that name)."""
     SCENARIOS[scenario.name] = scenario
 
 
-_register(
+register(
     Scenario(
         "seed-consumer",
         "consumer of fixtures/java-consumer-2019.log: 3 brokers, bootstrap localhost:9092",
@@ -372,7 +392,7 @@ _register(
         lambda p: _seed(p, ClientKind.CONSUMER, "localhost:9092"),
     )
 )
-_register(
+register(
     Scenario(
         "seed-producer",
         "producer of fixtures/java-producer-2.1.log: bootstrap localhost:9092,localhost:9093",
@@ -394,7 +414,7 @@ _BIG = {
     "topics": 1,
     "coordinator": "auto",
 }
-_register(
+register(
     Scenario(
         "big-producer",
         "producer to a topic led by 3 of N brokers (N=1000), one hour",
@@ -402,7 +422,7 @@ _register(
         lambda p: _big(p, ClientKind.PRODUCER),
     )
 )
-_register(
+register(
     Scenario(
         "big-consumer",
         "group consumer of a topic led by 3 of N brokers (N=1000), one hour",
@@ -410,7 +430,7 @@ _register(
         lambda p: _big(p, ClientKind.CONSUMER),
     )
 )
-_register(
+register(
     Scenario(
         "k8s-endpoint-change",
         "consumer; broker 2 restarts as a new pod with a new address, then regains leadership",
@@ -423,7 +443,7 @@ _register(
         _k8s,
     )
 )
-_register(
+register(
     Scenario(
         "shared-endpoint",
         "consumer; 3 brokers behind one proxy host:port that metadata advertises for all",
@@ -431,7 +451,7 @@ _register(
         _shared,
     )
 )
-_register(
+register(
     Scenario(
         "idle-disabled",
         "producer on 30 brokers, connections.max.idle.ms=-1 on client and broker, one hour",
@@ -448,7 +468,7 @@ _TXN: dict[str, ParamValue] = {
     "duration_ms": 5 * MINUTE,
     "broker_idle_ms": 600_000,
 }
-_register(
+register(
     Scenario(
         "txn-producer",
         "transactional producer: a transaction every txn_interval_ms (AddPartitionsToTxn, "
@@ -457,7 +477,7 @@ _register(
         lambda p: _txn(p, ctp=False),
     )
 )
-_register(
+register(
     Scenario(
         "ctp-producer",
         "producer of consume-transform-produce: each transaction also AddOffsetsToTxn and "
@@ -487,9 +507,11 @@ def on_cluster(
     offsets a transactional producer commits) and the transactional id (a shared cluster
     needs fresh names). Returns
     the new spec and the id mapping. Scenarios with scheduled cluster changes or shared
-    endpoints cannot move."""
+    endpoints cannot move, nor can a short-lived client (no real run closes one early)."""
     if spec.changes:
         raise UnsupportedScenario("scenarios with scheduled cluster changes cannot be relabelled")
+    if spec.records is not None:
+        raise UnsupportedScenario("a short-lived client runs in the simulator only")
     old_ids = sorted(spec.cluster.brokers)
     new_ids = sorted(endpoints)
     if len(old_ids) != len(new_ids):

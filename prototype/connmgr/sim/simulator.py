@@ -98,6 +98,8 @@ class Simulator:
         self._pump = EventPump(policy, self, lambda: self.now)
         self.misrouted = 0
         self._metadata_answers = 0
+        self.client_closed = False
+        """The client closed before the run's end (a short-lived client)."""
         for at, change in changes or []:
             self.at(at, functools.partial(change, self))
         self.client = make_client(self)
@@ -168,6 +170,13 @@ class Simulator:
     def interest(self, partitions: frozenset[TopicPartition]) -> None:
         self.deliver(InterestChanged(partitions))
 
+    def close_client(self) -> None:
+        """The application closed the client now: ``ClientClosed`` is the policy's last
+        event (no wake-up follows it), and the run goes on to its end with nothing open."""
+        if not self.client_closed:
+            self.client_closed = True
+            self.deliver(ClientClosed())
+
     # --- the policy ----------------------------------------------------------------------
 
     @property
@@ -209,7 +218,7 @@ class Simulator:
         self.client.on_response(req, False)
 
     def _wake(self, at: float) -> None:
-        if at == self._wake_at:
+        if at == self._wake_at and not self.client_closed:
             self._wake_at = None
             self.deliver(TimePassed())
 
@@ -271,7 +280,17 @@ class Simulator:
         true = None if req.broker_id is None else self.cluster.brokers[req.broker_id].endpoint
         self.request_log.append(
             RequestRecord(
-                self.now, rid, req.api, req.target, backend, conn_id, conn.key, ok, known, true
+                self.now,
+                rid,
+                req.api,
+                req.target,
+                backend,
+                conn_id,
+                conn.key,
+                ok,
+                known,
+                true,
+                req.partitions,
             )
         )
         delay = max(MIN_LATENCY_MS, self.cluster.rtt(backend))
@@ -400,13 +419,14 @@ class Simulator:
     def finish(self, started: float | None = None) -> RunResult:
         """End the run at the current time: the steady state, then the client closes."""
         started = time.perf_counter() if started is None else started
-        self.deliver(TimePassed())
+        if not self.client_closed:
+            self.deliver(TimePassed())
         steady = self.open_connections()
         steady_keys = [c.key for c in steady]
         counts = self.ledger.counts(self.now)
         needed = self.policy.needed_connections()
         needed_ids = None if needed is None else sorted(needed)
-        self.deliver(ClientClosed())
+        self.close_client()
         leaked = self.open_connections()
         return RunResult.build(
             self,
