@@ -47,31 +47,32 @@ def expected_needed(scenario: str, **settings: str) -> set[tuple[int | None, str
     return needed
 
 
-OPENS_MORE = {
-    "rebalance": "the linger's trade (docs/churn-scenarios.md): when the group grows, the "
-    "proposal re-dials the leaders it closed 3 s after they left its assignment; java-today "
-    "kept one (broker 4, its periodic metadata refresh's least-loaded node) open across "
-    "the 10 minutes, so it opens 12 to the proposal's 13 while holding 35% more "
-    "socket-seconds",
+OPENS_MORE: dict[str, tuple[dict[str, int], str]] = {
+    "rebalance": (
+        {"java-today": 1},
+        "the linger's trade (docs/churn-scenarios.md): when the group grows, the proposal "
+        "closes the leaders that left its assignment 3 s later and re-dials them when they "
+        "come back; java-today kept one (broker 4, its periodic metadata refresh's "
+        "least-loaded node) open across the 10 minutes, so it opens 12 to the proposal's 13 "
+        "while holding 35% more socket-seconds",
+    ),
 }
-"""Scenarios on which the proposal opens more sockets than a baseline, and why: each an
-expected failure, strict, so that the entry goes when the numbers change."""
+"""Scenarios on which the proposal opens more sockets than a baseline: the exact excess per
+baseline, and why. Stated exactly (the test fails if the excess changes either way), and
+every other baseline and the peaks still held to the rule."""
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=OPENS_MORE[s]))
-        if s in OPENS_MORE
-        else s
-        for s in SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_proposed_opens_no_more_than_any_baseline(scenario: str) -> None:
     proposed = run(scenario, "proposed")
+    excess, _why = OPENS_MORE.get(scenario, ({}, ""))
     for baseline in BASELINES:
         other = run(scenario, baseline)
-        assert proposed.opened <= other.opened, (scenario, baseline, proposed.opened, other.opened)
+        more = excess.get(baseline, 0)
+        got = (scenario, baseline, proposed.opened, other.opened)
+        assert proposed.opened <= other.opened + more, got
+        if more:
+            assert proposed.opened == other.opened + more, got
         assert proposed.peak <= other.peak, (scenario, baseline, proposed.peak, other.peak)
 
 
