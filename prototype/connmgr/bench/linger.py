@@ -18,7 +18,6 @@ through its values and each baseline as one point).
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.schema import ColumnType
+from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.errors import ConfigError
 from connmgr.sim.run import prepare, run_spec
@@ -108,27 +108,14 @@ def run_one(run: LingerRun) -> dict[str, Any]:
 
 def write_linger(values: Mapping[str, Any], meta: RunMeta, rows: Sequence[Any], raw: Path) -> Path:
     """``raw/linger.json``: the section's settings, the run's meta and every run's result."""
-    raw.mkdir(parents=True, exist_ok=True)
-    path = raw / LINGER_FILE
     data = {"meta": meta.columns(), "settings": dict(values), "runs": list(rows)}
-    path.write_text(json.dumps(data, indent=1))
-    return path
+    return write_stage(raw, LINGER_FILE, data)
 
 
 def read_linger(raw: Path) -> dict[str, Any] | None:
     """``raw/linger.json``, or None if the run had no linger stage. Raises
-    :class:`ResultsError` naming the file if it is there but broken."""
-    path = raw / LINGER_FILE
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{path}: not readable JSON ({e})") from e
-    if not isinstance(data, dict) or not {"runs", "settings"} <= set(data):
-        raise ResultsError(f"{path}: missing 'runs' or 'settings'; not a linger-stage file")
-    found: dict[str, Any] = data
-    return found
+    :class:`~connmgr.bench.schema.ResultsError` naming the file if it is there but broken."""
+    return read_stage(raw, LINGER_FILE, ("runs", "settings"), "linger-stage")
 
 
 @dataclass(frozen=True)

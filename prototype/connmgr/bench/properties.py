@@ -10,7 +10,6 @@ written as ``raw/properties.json`` and become two report tables, ``property-runs
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
@@ -18,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.schema import ColumnType
+from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.testing.evidence import (
     MUTANT_BASELINE,
@@ -90,27 +90,13 @@ def property_results(
 
 
 def write_properties(results: Mapping[str, Any], raw: Path) -> Path:
-    raw.mkdir(parents=True, exist_ok=True)
-    path = raw / PROPERTIES_FILE
-    path.write_text(json.dumps(results, indent=1))
-    return path
+    return write_stage(raw, PROPERTIES_FILE, results)
 
 
 def read_properties(raw: Path) -> dict[str, Any] | None:
     """``raw/properties.json``, or None if the run had no property stage. Raises
-    :class:`ResultsError` naming the file if it is there but broken."""
-    path = raw / PROPERTIES_FILE
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{path}: not readable JSON ({e})") from e
-    for key in ("agreement", "mutants", "settings"):
-        if not isinstance(data, dict) or key not in data:
-            raise ResultsError(f"{path}: missing {key!r}; not a property-stage file")
-    found: dict[str, Any] = data
-    return found
+    :class:`~connmgr.bench.schema.ResultsError` naming the file if it is there but broken."""
+    return read_stage(raw, PROPERTIES_FILE, ("agreement", "mutants", "settings"), "property-stage")
 
 
 AGREEMENT_COLUMNS = (

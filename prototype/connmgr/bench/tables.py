@@ -154,6 +154,18 @@ def life_table(rows: Iterable[RoleSockets]) -> Table:
     )
 
 
+_EXCESS_COLUMNS = (
+    ("kind", _S),
+    ("scenario", _S),
+    ("point", _S),
+    ("baseline", _S),
+    ("metric", _S),
+    ("proposed", _D),
+    ("baseline_value", _D),
+)
+"""The leading columns of a table of places where the proposal is above a baseline (the
+``regressions`` and ``life-costs`` tables)."""
+
 LIFE_COST_KINDS = ("sim",)
 """Kinds whose life figures are compared for costs: a simulated point runs an hour; a real
 run's horizon is seconds of start-up, where its sockets are already compared exactly."""
@@ -199,17 +211,7 @@ def life_costs_table(comparison: Iterable[PairSummary], roles: Iterable[RoleSock
         "the difference, `where` the roles whose figure is higher (proposed - baseline). "
         "Not a regression rule: these are the costs the RFC's Costs section explains (a "
         "re-dial after prompt close, a second coordinator connection).",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("point", _S),
-            ("baseline", _S),
-            ("metric", _S),
-            ("proposed", _D),
-            ("baseline_value", _D),
-            ("excess", _D),
-            ("where", _S),
-        ),
+        (*_EXCESS_COLUMNS, ("excess", _D), ("where", _S)),
         _sorted(rows, ("kind", "scenario", "point", "baseline", "metric")),
     )
 
@@ -381,17 +383,7 @@ def regressions_table(regressions: Sequence[Regression]) -> Table:
         "Regressions",
         "Every (kind, point, baseline, metric) on which the proposal is worse than the rule "
         "allows.",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("point", _S),
-            ("baseline", _S),
-            ("metric", _S),
-            ("proposed", _D),
-            ("baseline_value", _D),
-            ("ratio", _D),
-            ("rule", _S),
-        ),
+        (*_EXCESS_COLUMNS, ("ratio", _D), ("rule", _S)),
         (asdict(r) for r in regressions),
     )
 
