@@ -3,15 +3,15 @@ match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
 grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0) on the
-embedded cluster, A/B throughput, pytest-benchmark suites, the property stage (its mutant
-searches cut to two, see :data:`CHEAP_MUTANTS`), the Spark sweep and the comparison. It
-shares the session's SparkSession.
+embedded cluster, A/B throughput, pytest-benchmark suites, the linger stage, the property
+stage (the quick grid searches the three quickest mutants;
+tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
+sweep and the comparison. It shares the session's SparkSession.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections import defaultdict
 from typing import Any
@@ -25,23 +25,10 @@ from connmgr.bench.schema import read_parquet
 pytestmark = [pytest.mark.embedded, pytest.mark.java]
 
 
-CHEAP_MUTANTS = ["IgnoresBudget", "SharedCursor"]
-"""The property stage here searches two of the seven mutants, the quickest to catch:
-tests/properties/test_mutants_caught.py searches every one with the same code, and the other
-five would add about two minutes to CI."""
-
-
 @pytest.fixture(scope="module")
-def quick_grid(tmp_path_factory: pytest.TempPathFactory) -> Grid:
-    """The shipped ``--quick`` grid, its mutant searches cut to :data:`CHEAP_MUTANTS`."""
-    text = DEFAULT_GRID.read_text()
-    # The override lands in [quick] only if that is the file's last table.
-    assert re.findall(r"^\[[\w.]+\]", text, re.M)[-1] == "[quick]"
-    path = tmp_path_factory.mktemp("grid") / "grid.toml"
-    path.write_text(f'{text}\n"properties.mutants" = {json.dumps(CHEAP_MUTANTS)}\n')
-    grid = load_grid(path, quick=True)
-    assert grid.get("properties", "mutants") == CHEAP_MUTANTS
-    return grid
+def quick_grid() -> Grid:
+    """The shipped ``--quick`` grid, as ``connmgr bench --quick`` runs it."""
+    return load_grid(DEFAULT_GRID, quick=True)
 
 
 @pytest.fixture(scope="module")
