@@ -2,10 +2,10 @@
 match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
-grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0) on the
-embedded cluster, A/B throughput, pytest-benchmark suites, the property stage (its mutant
-searches cut to two, see :data:`CHEAP_MUTANTS`), the Spark sweep and the comparison. It
-shares the session's SparkSession.
+grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0,
+librdkafka) on the embedded cluster, A/B throughput, pytest-benchmark suites, the property
+stage (its mutant searches cut to two, see :data:`CHEAP_MUTANTS`), the Spark sweep and the
+comparison. It shares the session's SparkSession.
 """
 
 from __future__ import annotations
