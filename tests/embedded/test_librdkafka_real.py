@@ -21,7 +21,7 @@ commit 2aa591f, #825) and ``src/rdkafka_broker.c``:
   the bootstrap connection has gone, so it holds one data connection more than it has
   leaders unless the pick was a leader; the producer does too when its first ``produce()``
   came after the bootstrap connection was up (its first Metadata then asks for brokers
-  only), which at 100 brokers was most runs.
+  only): a race, both outcomes seen at 100 and at 1,000 brokers.
 * **coordination** -- the group coordinator is a *logical* broker handle
   (``GroupCoordinator``) delegated to the coordinating broker, with a socket of its own:
   the consumer holds two sockets to the coordinator's broker when it also leads a
