@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--java-log", action="store_true", help="the run as Java client log lines")
     run = sub.add_parser(
         "run",
-        help="run a real client (aiokafka or Java) through a scenario on an embedded cluster",
+        help="run a real client (aiokafka, Java or librdkafka) through a scenario on an "
+        "embedded cluster",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="policy options of --client proposed (--set NAME=VALUE; default shown); the "
         "others take\nonly connections_max_idle_ms and bootstrap_offset:\n"
@@ -111,13 +112,17 @@ def _parser() -> argparse.ArgumentParser:
             "records_sent, records_acked and records_consumed. --client aiokafka is stock "
             "aiokafka; --client proposed has the proposed policy inside; --client java runs "
             "the real Java client (--kafka-clients VERSION) in a JVM, accounted from its "
-            "NetworkClient log, its own metrics and the kernel. Run-only --set keys: "
+            "NetworkClient log, its own metrics and the kernel; --client librdkafka runs "
+            "confluent-kafka's Producer or Consumer, accounted from librdkafka's broker debug "
+            "log, its statistics and the kernel. Run-only --set keys: "
             "records (300), settle_ms (4000: wait before measuring the steady state), "
             "idempotent (0/1)."
         ),
     )
     run.add_argument("scenario", metavar="SCENARIO")
-    run.add_argument("--client", required=True, choices=["aiokafka", "proposed", "java"])
+    run.add_argument(
+        "--client", required=True, choices=["aiokafka", "proposed", "java", "librdkafka"]
+    )
     run.add_argument(
         "--kafka-clients",
         metavar="VERSION",

@@ -2,9 +2,9 @@
 match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
-grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0) on the
-embedded cluster, A/B throughput, pytest-benchmark suites, the linger stage, the property
-stage (the quick grid searches the three quickest mutants;
+grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0,
+librdkafka) on the embedded cluster, A/B throughput, pytest-benchmark suites, the linger
+stage, the property stage (the quick grid searches the three quickest mutants;
 tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
 sweep and the comparison. It shares the session's SparkSession.
 """

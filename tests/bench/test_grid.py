@@ -110,6 +110,13 @@ def test_the_shipped_grid_covers_what_the_issue_asks() -> None:
     assert quick.get("sweep", "sizes") != grid.get("sweep", "sizes")
 
 
+def test_the_shipped_grid_runs_librdkafka_in_full_and_quick() -> None:
+    """librdkafka (confluent-kafka) is a real baseline at every real point of both grids."""
+    for quick in (False, True):
+        grid = load_grid(quick=quick)
+        assert "librdkafka" in grid.clients and java_version("librdkafka") is None
+
+
 def test_axes_expand_to_their_cross_product_and_impossible_points_are_listed(
     tmp_path: Path,
 ) -> None:

@@ -26,8 +26,9 @@ from connmgr.sim.scenarios import SCENARIOS, get_scenario
 DEFAULT_GRID = Path(__file__).resolve().parents[3] / "benchmarks" / "grid.toml"
 """The grid in a source checkout (``benchmarks/grid.toml``)."""
 
-REAL_CLIENTS = ("proposed", "aiokafka")
-"""Real clients besides ``java-<kafka-clients version>``."""
+REAL_CLIENTS = ("proposed", "aiokafka", "librdkafka")
+"""Real clients besides ``java-<kafka-clients version>``: the proposal, stock aiokafka and
+confluent-kafka's librdkafka."""
 
 
 class GridError(ConfigError):
@@ -170,7 +171,7 @@ class Grid:
 
 
 def java_version(client: str) -> str | None:
-    """``"2.1.0"`` for the client ``"java-2.1.0"``, None for a Python client."""
+    """``"2.1.0"`` for the client ``"java-2.1.0"``, None for any other client."""
     return client.removeprefix("java-") if client.startswith("java-") else None
 
 
@@ -276,7 +277,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     if bad:
         raise GridError(
             f"{source}: real.clients has unknown {bad}; choose from proposed, aiokafka, "
-            "java-<kafka-clients version> (e.g. java-4.4.0)"
+            "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0)"
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")

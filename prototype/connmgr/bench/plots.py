@@ -29,6 +29,7 @@ _KNOWN_COLOURS = {
     "aiokafka": "tab:cyan",
     "java-2.1.0": "tab:pink",
     "java-4.4.0": "tab:orange",
+    "librdkafka": "goldenrod",
 }
 _OTHER_COLOURS = ("tab:olive", "tab:gray", "tab:red", "black")
 _ROLE_COLOURS = {"bootstrap": "tab:gray", "data": "tab:blue", "coordination": "tab:orange"}

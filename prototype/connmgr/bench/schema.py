@@ -34,8 +34,8 @@ class Kind(enum.Enum):
     SIM = "sim"
     """The simulator, driving the policy code on a modelled cluster."""
     REAL = "real"
-    """A real client (stock aiokafka, the proposed aiokafka client, the real Java client) on
-    the embedded cluster."""
+    """A real client (stock aiokafka, the proposed aiokafka client, the real Java client,
+    librdkafka) on the embedded cluster."""
     SWEEP = "sweep"
     """The simulator run inside Spark tasks over the large grid."""
 
@@ -79,7 +79,7 @@ COLUMNS: tuple[Column, ...] = (
         _S,
         False,
         "sim/sweep: the policy (proposed, java-described, java-today, aiokafka-today); real: "
-        "the client (proposed, aiokafka, java-<kafka-clients version>)",
+        "the client (proposed, aiokafka, librdkafka, java-<kafka-clients version>)",
     ),
     Column("client", _S, False, "producer or consumer"),
     Column("brokers", _L, False, "brokers in the cluster"),

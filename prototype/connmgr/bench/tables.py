@@ -261,7 +261,8 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
         "producers) or the first consumed record (ttfc_ms, consumers), and the median ratio "
         "proposed / baseline with its spread over repeats -- only against stock aiokafka, the "
         "one client in the proposal's runtime timed from the same point. The Java client's "
-        "times (its clock starts before a cold JVM builds its client) are shown as measured, "
+        "times (its clock starts before a cold JVM builds its client) and librdkafka's "
+        "(another runtime; its clock starts before its constructor) are shown as measured, "
         "with no ratio.",
         (
             ("metric", _S),

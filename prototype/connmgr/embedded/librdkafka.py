@@ -15,7 +15,8 @@ guessed:
 * ``src/rdkafka.h`` -- ``rd_kafka_conf_new``, ``rd_kafka_conf_set`` (returns
   ``rd_kafka_conf_res_t``, ``RD_KAFKA_CONF_OK == 0``), ``rd_kafka_conf_destroy``,
   ``rd_kafka_new`` (frees ``conf`` only on success), ``rd_kafka_destroy``,
-  ``rd_kafka_err2str`` and ``rd_kafka_version_str``.
+  ``rd_kafka_err2str``, ``rd_kafka_version_str``, and for a client handle made elsewhere
+  (confluent-kafka's) ``rd_kafka_name`` and ``rd_kafka_set_log_level``.
 
 The mock API is marked experimental by librdkafka (no API/ABI guarantee), which is why every
 symbol is looked up by name at load time and a missing one is reported by name.
@@ -100,6 +101,11 @@ _SIGNATURES: dict[str, _Signature] = {
     "rd_kafka_new": _Signature(_ptr, (_int, _ptr, _str, _size)),
     # rdkafka.h: void rd_kafka_destroy(rd_kafka_t *rk)
     "rd_kafka_destroy": _Signature(None, (_ptr,)),
+    # rdkafka.h: const char *rd_kafka_name(const rd_kafka_t *rk)
+    "rd_kafka_name": _Signature(_str, (_ptr,), False),
+    # rdkafka.h: void rd_kafka_set_log_level(rd_kafka_t *rk, int level) (RD_DEPRECATED, still
+    # exported: the one way to change a live handle's log level)
+    "rd_kafka_set_log_level": _Signature(None, (_ptr, _int), False),
     # rdkafka_mock.h: rd_kafka_mock_cluster_t *rd_kafka_mock_cluster_new(rd_kafka_t *rk,
     #                                                                     int broker_cnt)
     "rd_kafka_mock_cluster_new": _Signature(_ptr, (_ptr, _int)),
@@ -351,6 +357,16 @@ class LibRdKafka:
     def destroy(self, rk: RdKafkaPtr) -> None:
         """``rd_kafka_destroy``: blocks until the handle's threads have stopped."""
         self._func("rd_kafka_destroy")(rk)
+
+    def name(self, rk: RdKafkaPtr) -> str:
+        """``rd_kafka_name``: the handle's name, e.g. ``"rdkafka#consumer-1"``."""
+        raw: bytes | None = self._func("rd_kafka_name")(rk)
+        return raw.decode(errors="replace") if raw else ""
+
+    def set_log_level(self, rk: RdKafkaPtr, level: int) -> None:
+        """``rd_kafka_set_log_level``: lines above syslog ``level`` are no longer logged
+        (debug lines are level 7; 0 silences the handle)."""
+        self._func("rd_kafka_set_log_level")(rk, level)
 
     # -- rdkafka_mock.h ------------------------------------------------------------------------
 

@@ -36,10 +36,10 @@ class RealRun:
     """The Java client's NetworkClient log, for ``--client java``."""
     ttfa_ms: float | None = None
     """Producer: ms from just before the client started to its first acknowledged record
-    (Java: from just before the client was constructed); None for a consumer."""
+    (Java, librdkafka: from just before the client was constructed); None for a consumer."""
     ttfc_ms: float | None = None
-    """Consumer: ms from just before the client started to its first consumed record (Java:
-    from just before the client was constructed); None for a producer."""
+    """Consumer: ms from just before the client started to its first consumed record (Java,
+    librdkafka: from just before the client was constructed); None for a producer."""
 
     @property
     def handshakes(self) -> int:

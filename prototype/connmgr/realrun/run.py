@@ -24,6 +24,7 @@ from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger
 from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
+from connmgr.realrun.librdkafka import run_librdkafka
 from connmgr.realrun.record import RealRun
 from connmgr.realrun.transactional import early_leader_dials, run_txn_producer
 from connmgr.realrun.workloads import (
@@ -37,7 +38,7 @@ from connmgr.sim.result import RunResult
 from connmgr.sim.run import prepare
 from connmgr.sim.scenarios import ScenarioSpec, on_cluster
 
-CLIENTS = ("aiokafka", "proposed", "java")
+CLIENTS = ("aiokafka", "proposed", "java", "librdkafka")
 RUN_OPTIONS: dict[str, int] = {
     "records": 300,
     "settle_ms": 4_000,
@@ -121,9 +122,9 @@ async def run_real(
     cluster: ClusterBackend | None = None,
     kafka_clients: str | None = None,
 ) -> RealRun:
-    """Run ``client`` ("aiokafka", "proposed", or "java" with ``kafka_clients`` = the
-    kafka-clients version) through ``scenario``: on a fresh embedded cluster, or on
-    ``cluster`` (a real Kafka cluster shared between runs)."""
+    """Run ``client`` ("aiokafka", "proposed", "librdkafka" -- confluent-kafka's -- or
+    "java" with ``kafka_clients`` = the kafka-clients version) through ``scenario``: on a
+    fresh embedded cluster, or on ``cluster`` (a real Kafka cluster shared between runs)."""
     if client not in CLIENTS:
         raise ConfigError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
     if (client == "java") != (kafka_clients is not None):
@@ -133,6 +134,10 @@ async def run_real(
     if client != "proposed" and set(policy_settings) - STOCK_OPTIONS:
         raise ConfigError(
             f"{client} takes no policy options ({', '.join(sorted(policy_settings))})"
+        )
+    if client == "librdkafka" and spec.transactional_id is not None:
+        raise ConfigError(
+            "--client librdkafka runs producer and consumer scenarios, not transactional ones"
         )
     unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
     if unknown:
@@ -210,6 +215,10 @@ async def _run_on(backend: ClusterBackend, plan: RunPlan) -> RealRun:
             with open(run.java_log) as log:
                 early = early_leader_dials(log, leaders)
             run.spec = dataclasses.replace(run.spec, early_leader_dials=early)
+    elif plan.client == "librdkafka":
+        await run_librdkafka(
+            run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify
+        )
     elif real_spec.transactional_id is not None:
         await run_txn_producer(
             run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify
