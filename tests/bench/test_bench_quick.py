@@ -6,7 +6,7 @@ grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4
 librdkafka) on the embedded cluster, A/B throughput, pytest-benchmark suites, the linger
 stage, the property stage (the quick grid searches the three quickest mutants;
 tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
-sweep and the comparison. It shares the session's SparkSession.
+sweep, the fleet view and the comparison. It shares the session's SparkSession.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_every_stage_wrote_its_results_and_the_report_exists(
     for heading in ("Regressions", "Sweep", "Plots"):
         assert heading in index
     pngs = ("sockets-vs-brokers", "sockets-by-role", "latency", "throughput", "sweep-savings")
-    for png in (*pngs, "linger"):
+    for png in (*pngs, "linger", "fleet"):
         path = quick.run_dir / "plots" / f"{png}.png"
         assert path.stat().st_size > 1_000, path
         assert f"plots/{png}.png" in index
@@ -69,6 +69,13 @@ def test_every_stage_wrote_its_results_and_the_report_exists(
     settings = len(linger["values_ms"]) + len(linger["baselines"])
     assert len(table(quick, "linger")) == len(linger["scenarios"]) * settings
     assert "linger" in quick.stage_seconds
+    assert "fleet" in quick.stage_seconds
+    assert [r["policy"] for r in table(quick, "fleet")] == [
+        "proposed",
+        "java-today",
+        "aiokafka-today",
+    ]
+    assert len(table(quick, "fleet-restarts")) == 3 * grid.get("fleet", "restarts")
 
 
 def test_sockets_table_matches_the_raw_simulated_rows(

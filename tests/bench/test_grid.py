@@ -60,6 +60,14 @@ duration_ms = 60000
 repeats = 1
 seed = 0
 
+[fleet]
+clients = 10
+brokers = 5
+restarts = 1
+down_ms = 30000
+bucket_ms = 60000
+seed = 0
+
 [properties]
 baselines = ["java-today"]
 examples = 5

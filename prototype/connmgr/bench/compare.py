@@ -138,8 +138,9 @@ def run_comparison(
 
     ``tolerance`` bounds the timing and throughput ratios (sockets have none).
     ``extra_sections`` are (title, Markdown) sections that ``index.md`` shows before "How to
-    regenerate"; ``extra_tables`` are written and shown with the others (the property
-    stage's); ``extra_plots`` are drawn after the others (the linger stage's);
+    regenerate"; ``extra_tables`` are written and shown with the others (the property,
+    linger and fleet stages'); ``extra_plots`` are drawn after the others (the linger and
+    fleet stages');
     ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` decide the exit status."""

@@ -1,12 +1,13 @@
 """The benchmark grid: ``benchmarks/grid.toml`` read, checked and expanded into points.
 
 A grid file has one section per kind of run (``sim``, ``real``, ``throughput``, ``micro``,
-``sweep``) and a ``quick`` table of overrides (``"section.key" = value``) that
-``connmgr bench --quick`` applies. Lists are axes; the points of a section are the cross
-product of its axes. Every mistake (unknown section or key, a wrong type, an empty axis, an
-unknown scenario, policy or client) raises :class:`GridError` naming the file and the key.
-Points that cannot exist (a coordinator separate from every leader on a cluster where every
-broker leads) are left out and listed in :attr:`Grid.skipped`, so the report can say so.
+``sweep``, ``linger``, ``fleet``, ``properties``) and a ``quick`` table of overrides
+(``"section.key" = value``) that ``connmgr bench --quick`` applies. Lists are axes; the
+points of a section are the cross product of its axes. Every mistake (unknown section or
+key, a wrong type, an empty axis, an unknown scenario, policy or client, a fleet that
+cannot run) raises :class:`GridError` naming the file and the key. Points that cannot exist
+(a coordinator separate from every leader on a cluster where every broker leads) are left
+out and listed in :attr:`Grid.skipped`, so the report can say so.
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "baselines": (str, True),
         "duration_ms": (int, False),
         "repeats": (int, False),
+        "seed": (int, False),
+    },
+    "fleet": {
+        "clients": (int, False),
+        "brokers": (int, False),
+        "restarts": (int, False),
+        "down_ms": (int, False),
+        "bucket_ms": (int, False),
         "seed": (int, False),
     },
     "properties": {
@@ -165,7 +174,10 @@ class Grid:
             f"linger {len(self.get('linger', 'scenarios'))} scenarios x "
             f"({len(self.get('linger', 'values_ms'))} values + "
             f"{len(self.get('linger', 'baselines'))} baselines) x "
-            f"{self.get('linger', 'repeats')} repeats"
+            f"{self.get('linger', 'repeats')} repeats; "
+            f"fleet {self.get('fleet', 'clients'):,} clients x "
+            f"{self.get('fleet', 'brokers'):,} brokers, {self.get('fleet', 'restarts')} "
+            "restarted"
             + (f"; {len(self.skipped)} impossible points skipped" if self.skipped else "")
         )
 
@@ -268,6 +280,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     need("linger.baselines", values["linger"]["baselines"], baselines)
     for entry in values["linger"]["scenarios"]:
         _check_linger_entry(source, entry)
+    _check_fleet(source, values["fleet"])
     need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
     need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])
     if "proposed" not in values["sim"]["policies"]:
@@ -292,6 +305,16 @@ def _check_linger_entry(source: Path, entry: str) -> None:
         get_scenario(name).spec(params)
     except (ConfigError, UnknownName) as e:
         raise GridError(f"{source}: linger.scenarios {entry!r}: {e}") from e
+
+
+def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:
+    """The ``[fleet]`` section describes a fleet that can run (restarts fit the hour...)."""
+    from connmgr.bench.fleet import FleetSettings
+
+    try:
+        FleetSettings.from_values(values)
+    except ConfigError as e:
+        raise GridError(f"{source}: [fleet] {e}") from e
 
 
 def _is_java(client: str) -> bool:

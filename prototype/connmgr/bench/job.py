@@ -6,7 +6,9 @@
 3. the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
 4. the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
 5. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
-   kept as ``results/sweep.parquet``), then the comparison job, which writes the report.
+   kept as ``results/sweep.parquet``), the fleet view (``raw/fleet.json`` and
+   ``raw/fleet.parquet``, :mod:`connmgr.bench.fleetview`) on the same session, then the
+   comparison job, which writes the report.
 
 Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
 (``index.md``, ``tables/``, ``plots/``) beside it. Raw results are written as each stage
@@ -301,6 +303,31 @@ def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> 
     return write_linger(values, meta, rows, raw)
 
 
+# --- 5. the fleet view (on Spark) -----------------------------------------------------------
+
+
+def fleet_stage(spark: Any, grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
+    """The ``[fleet]`` section's clients simulated in Spark tasks and added up per broker
+    (:mod:`connmgr.bench.fleetview`); written to ``raw/fleet.json`` and
+    ``raw/fleet.parquet``. The bar counts the Spark job's tasks."""
+    from tqdm import tqdm
+
+    from connmgr.bench.fleet import FleetSettings
+    from connmgr.bench.fleetreport import write_fleet
+    from connmgr.bench.fleetview import run_fleet
+
+    settings = FleetSettings.from_values(grid.values["fleet"])
+    with tqdm(desc="fleet", unit="task", disable=not show, leave=True) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        view = run_fleet(spark, settings, progress=progress)
+    return write_fleet(view, meta, raw)
+
+
 # --- the whole job ------------------------------------------------------------------------
 
 
@@ -361,6 +388,7 @@ def run_bench(
         target = results / "sweep.parquet" if last else raw / "scratch" / f"sweep-{size}"
         sweep = run_sweep(spark, size, target, meta=meta, seed=grid.get("sweep", "seed"))
         outcome.sweep.append((sweep.points, sweep.wall_s, sweep.simulations))
+    stage("fleet", lambda: fleet_stage(spark, grid, meta, raw, show=show))
     job = {
         "grid": grid.describe(),
         "skipped": list(grid.skipped),
@@ -420,7 +448,9 @@ def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[
 
 def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     from connmgr.bench.compare import ExtraPlot, run_comparison
-    from connmgr.bench.plots import linger_tradeoff
+    from connmgr.bench.fleet import restart_schedule
+    from connmgr.bench.fleetreport import fleet_buckets, fleet_tables, read_fleet
+    from connmgr.bench.plots import fleet_over_time, linger_tradeoff
 
     raw = run_dir / "raw"
     found = read_properties(raw)
@@ -438,6 +468,24 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
                 "Socket-seconds against handshakes per client-hour, per scenario: the "
                 "proposal at each linger_ms, each baseline as it is.",
                 lambda path: linger_tradeoff(points, path),
+            )
+        )
+    fleet = read_fleet(raw)
+    if fleet is not None:
+        tables.extend(fleet_tables(fleet))
+        buckets, per_second = fleet_buckets(fleet), fleet.per_second
+        restarts = restart_schedule(fleet.settings)
+        plots.append(
+            (
+                "fleet",
+                "The fleet view",
+                f"{fleet.settings.clients:,} clients over {fleet.settings.brokers:,} brokers "
+                "for one simulated hour, through a rolling restart of "
+                f"{fleet.settings.restarts} brokers: above, the brokers' sockets (each "
+                "broker's most open at once per bucket: max, p99, p50 over the brokers); "
+                "below, the fleet's handshakes per second (each minute's busiest second and "
+                "mean). Shaded: a broker down; dotted: its election.",
+                lambda path: fleet_over_time(buckets, per_second, restarts, path),
             )
         )
     sections = job_sections(job)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from connmgr.bench.fleet import Restart
+from connmgr.bench.fleetreport import FleetBucket
 from connmgr.bench.linger import LingerPoint
 from connmgr.bench.metrics import PROPOSED
 from connmgr.bench.schema import ROLES
@@ -283,6 +285,54 @@ def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
         ax.set_ylabel("socket-seconds per client-hour")
         ax.legend(fontsize=7)
     fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
+    return _save(fig, path)
+
+
+def fleet_over_time(
+    buckets: Sequence[FleetBucket],
+    per_second: Mapping[str, Sequence[int]],
+    restarts: Sequence[Restart],
+    path: Path,
+) -> Path | None:
+    """The fleet over its hour, a line per policy: above, the brokers' sockets per time
+    bucket (of each broker's most open at once: max solid, p99 dashed, p50 dotted; log y);
+    below, the fleet's handshakes per second in each minute (its busiest second solid, its
+    mean dashed; log y). Each restarted broker's time down is shaded, its election a dotted
+    line. Rows: :func:`connmgr.bench.fleetreport.fleet_buckets` and the view's
+    ``per_second``."""
+    if not buckets:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11.0, 7.5))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    policies = list(dict.fromkeys(b.policy for b in buckets))
+    for rank, policy in enumerate(policies):
+        mine = [b for b in buckets if b.policy == policy]
+        minutes = [b.t_s / 60.0 for b in mine]
+        # The first policy (the proposal) on top: baselines often draw the same line.
+        line = {"where": "post", "color": colour(policy), "zorder": len(policies) - rank}
+        top.step(minutes, [b.max for b in mine], "-", label=policy, **line)
+        top.step(minutes, [b.p99 for b in mine], "--", alpha=0.8, **line)
+        top.step(minutes, [b.p50 for b in mine], ":", alpha=0.8, **line)
+        seconds = per_second.get(policy, ())
+        spans = [seconds[m : m + 60] for m in range(0, len(seconds), 60)]
+        # Log y: a minute without a handshake is drawn at 0.5/s, below every real value.
+        busiest = [max(max(s), 0.5) for s in spans]
+        mean = [max(sum(s) / len(s), 0.5) for s in spans]
+        at = list(range(len(spans)))
+        bottom.step(at, busiest, "-", linewidth=0.9, label=policy, **line)
+        bottom.step(at, mean, "--", linewidth=0.9, alpha=0.8, **line)
+    for ax in (top, bottom):
+        for r in restarts:
+            ax.axvspan(r.down_at_ms / 60_000, r.up_at_ms / 60_000, color="tab:red", alpha=0.12)
+            ax.axvline(r.elected_at_ms / 60_000, color="tab:red", linewidth=0.6, linestyle=":")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    top.set_ylabel("sockets at a broker:\nmax (—), p99 (--), p50 (··)")
+    bottom.set_ylabel("fleet handshakes per second:\nbusiest second (—), mean (--)")
+    bottom.set_xlabel("minute of the hour (shaded: a broker down; dotted: its election)")
+    fig.suptitle("The fleet: each broker's most sockets at once per bucket; handshakes")
     return _save(fig, path)
 
 

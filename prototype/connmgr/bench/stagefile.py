@@ -1,4 +1,4 @@
-"""A stage's results as one JSON file under ``raw/``: the property and linger stages'.
+"""A stage's results as one JSON file under ``raw/``: the property, linger and fleet stages'.
 
 Written whole when the stage ends and read back by the comparison (``--report-only``
 included), so a report can be rebuilt from ``raw/`` alone.

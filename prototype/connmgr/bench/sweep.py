@@ -290,7 +290,7 @@ def run_sweep(
     started = time.perf_counter()
     group = f"connmgr-sweep-{id(rdd)}-{started}"
     sc.setJobGroup(group, f"connmgr sweep of {n} points", interruptOnCancel=False)
-    watcher = _ProgressWatcher(sc, group, progress) if progress is not None else None
+    watcher = ProgressWatcher(sc, group, progress) if progress is not None else None
     try:
         # One job (the progress bar counts its tasks): each task sends its rows back as one
         # compressed blob, and the driver unpacks them one at a time while writing.
@@ -374,8 +374,9 @@ def sweep_scaling(
     return tuple(outcomes)
 
 
-class _ProgressWatcher:
-    """Polls Spark's status tracker for the tasks of one job group, in a daemon thread."""
+class ProgressWatcher:
+    """Polls Spark's status tracker for the tasks of one job group, in a daemon thread, and
+    calls ``progress(done, total)`` when they change (the sweep's and the fleet's bars)."""
 
     def __init__(self, sc: Any, group: str, progress: Progress, every_s: float = 1.0) -> None:
         self._sc = sc

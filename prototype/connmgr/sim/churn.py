@@ -116,6 +116,39 @@ def _elect_preferred(sim: Simulator) -> None:
     sim.cluster.restore_preferred()
 
 
+def restart_changes(
+    broker_ids: Sequence[int],
+    *,
+    start_ms: float,
+    interval_ms: float,
+    down_ms: float,
+    election_ms: float,
+) -> list[Change]:
+    """A rolling restart as cluster changes: the k-th of ``broker_ids`` goes down at
+    ``start_ms + k * interval_ms`` (its sockets reset; its partitions and coordinators move
+    to the next live broker), is back ``down_ms`` later leading nothing, and a
+    preferred-leader election ``election_ms`` after that gives everything back to it.
+    ``rolling-restart`` runs it over every broker; the fleet view
+    (:mod:`connmgr.bench.fleet`) over a few brokers of a large cluster. Raises
+    :class:`ConfigError` unless one broker at a time is down (``interval_ms >= down_ms +
+    election_ms``)."""
+    if down_ms <= 0:
+        raise ConfigError("down_ms must be > 0")
+    if interval_ms < down_ms + election_ms:
+        raise ConfigError(
+            "restart_interval_ms must be >= down_ms + election_ms (one broker at a time)"
+        )
+    changes: list[Change] = []
+    for k, broker_id in enumerate(broker_ids):
+        at = start_ms + k * interval_ms
+        changes += [
+            (at, functools.partial(_down, broker_id)),
+            (at + down_ms, functools.partial(_up, broker_id)),
+            (at + down_ms + election_ms, _elect_preferred),
+        ]
+    return changes
+
+
 def rolling_restart(p: Mapping[str, ParamValue]) -> ScenarioSpec:
     """Brokers 1..N restarted in turn, keeping their addresses. Broker k goes down at
     ``restart_at_ms + (k-1) * restart_interval_ms``: its sockets are reset and its
@@ -127,21 +160,13 @@ def rolling_restart(p: Mapping[str, ParamValue]) -> ScenarioSpec:
     only after the last one leads again."""
     n = _brokers(p, 2)
     count = int_param(p, "partitions") or n
-    down, election = _positive(p, "down_ms"), num_param(p, "election_ms")
-    interval = num_param(p, "restart_interval_ms")
-    if interval < down + election:
-        raise ConfigError(
-            "restart_interval_ms must be >= down_ms + election_ms (one broker at a time)"
-        )
-    start = num_param(p, "restart_at_ms")
-    changes: list[Change] = []
-    for k, broker_id in enumerate(range(1, n + 1)):
-        at = start + k * interval
-        changes += [
-            (at, functools.partial(_down, broker_id)),
-            (at + down, functools.partial(_up, broker_id)),
-            (at + down + election, _elect_preferred),
-        ]
+    changes = restart_changes(
+        range(1, n + 1),
+        start_ms=num_param(p, "restart_at_ms"),
+        interval_ms=num_param(p, "restart_interval_ms"),
+        down_ms=_positive(p, "down_ms"),
+        election_ms=num_param(p, "election_ms"),
+    )
     cluster = _cluster(p, [1 + i % n for i in range(count)])
     return _spec(p, cluster, choice_param(p, "client", CLIENTS), changes)
 
