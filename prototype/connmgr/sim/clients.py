@@ -327,9 +327,9 @@ class ConsumerModel(ClientModel):
             self._finding = True
             self.sim.send_any(Api.FIND_COORDINATOR)
 
-    def _to_coordinator(self, api: Api) -> None:
+    def _to_coordinator(self, api: Api) -> int:
         assert self.coordinator is not None
-        self.sim.send_coordinator(api, self.coordinator, self.ref)
+        return self.sim.send_coordinator(api, self.coordinator, self.ref)
 
     def _fetch_all(self) -> None:
         self.send_per_leader(Api.FETCH, self._fetching, self._assigned)
@@ -342,9 +342,16 @@ class ConsumerModel(ClientModel):
         self._every(self.timings.auto_commit_interval_ms, Api.OFFSET_COMMIT)
 
     def _every(self, interval: int, api: Api) -> None:
+        # One at a time, as both real consumers do (Java's heartbeat thread waits for the
+        # heartbeat in flight, aiokafka's heartbeat and auto-commit routines await theirs):
+        # while the coordinator cannot be reached, ticks are skipped, not queued.
+        last: int | None = None
+
         def fire() -> None:
-            if self.coordinator is not None and self._joined:
-                self._to_coordinator(api)
+            nonlocal last
+            idle = last is None or not self.sim.request_open(last)
+            if self.coordinator is not None and self._joined and idle:
+                last = self._to_coordinator(api)
             self.sim.after(interval, fire)
 
         self.sim.after(interval, fire)

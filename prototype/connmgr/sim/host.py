@@ -40,8 +40,11 @@ class ClientHost(Protocol):
     def send_broker(self, api: Api, broker_id: int, partitions: tuple[TopicPartition, ...]) -> None:
         """A request for ``partitions`` to the broker the client believes leads them."""
 
-    def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> None:
-        """A request for ``coordinator``, which the client found on ``broker_id``."""
+    def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> int:
+        """A request for ``coordinator``, which the client found on ``broker_id``; its id."""
+
+    def request_open(self, request_id: int) -> bool:
+        """Whether request ``request_id`` still waits for its answer or rejection."""
 
     def coordinator_lost(self, coordinator: CoordinatorRef) -> None:
         """The client no longer knows where ``coordinator`` is."""

@@ -148,9 +148,10 @@ class Simulator:
         )
         self.deliver(BrokerRequestNeeded(rid, api, broker_id))
 
-    def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> None:
-        """A request for ``coordinator``, which the client found on ``broker_id``. ``Api.OTHER``
-        is a readiness probe (aiokafka's ``client.ready(node, group=COORDINATION)``)."""
+    def send_coordinator(self, api: Api, broker_id: int, coordinator: CoordinatorRef) -> int:
+        """A request for ``coordinator``, which the client found on ``broker_id``; returns its
+        request id. ``Api.OTHER`` is a readiness probe (aiokafka's ``client.ready(node,
+        group=COORDINATION)``)."""
         rid = self._rid()
         self._new_request(
             SimRequest(
@@ -163,6 +164,11 @@ class Simulator:
             )
         )
         self.deliver(CoordinatorRequestNeeded(rid, api, broker_id, coordinator))
+        return rid
+
+    def request_open(self, request_id: int) -> bool:
+        """Whether request ``request_id`` is still waiting for its answer (or its rejection)."""
+        return request_id in self._requests
 
     def coordinator_lost(self, coordinator: CoordinatorRef) -> None:
         self.deliver(CoordinatorLost(coordinator))
