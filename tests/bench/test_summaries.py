@@ -96,6 +96,9 @@ def test_life_costs_list_each_life_metric_the_proposal_spends_more_on() -> None:
     assert life_costs_table([real], both).rows == ()
     cheaper = PairSummary.from_record({**record, "socket_s_per_h_proposed": 3600.0})
     assert life_costs_table([cheaper], both).rows == ()
+    # A fraction of a socket-second is two policies dialling a few events apart: no cost.
+    noise = PairSummary.from_record({**record, "socket_s_per_h_proposed": 3600.5})
+    assert life_costs_table([noise], both).rows == ()
 
 
 def test_the_old_import_paths_name_the_same_objects() -> None:

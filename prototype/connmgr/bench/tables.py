@@ -166,6 +166,11 @@ _EXCESS_COLUMNS = (
 """The leading columns of a table of places where the proposal is above a baseline (the
 ``regressions`` and ``life-costs`` tables)."""
 
+LIFE_COST_MARGIN = {"socket_s_per_h": 1.0, "handshakes_per_h": 0.0}
+"""How much above the baseline a life metric must be to be listed: socket-seconds differ by
+fractions of a millisecond when two policies dial the same sockets a few events apart, which
+is no cost; a handshake more is one."""
+
 LIFE_COST_KINDS = ("sim",)
 """Kinds whose life figures are compared for costs: a simulated point runs an hour; a real
 run's horizon is seconds of start-up, where its sockets are already compared exactly."""
@@ -181,7 +186,9 @@ def life_costs_table(comparison: Iterable[PairSummary], roles: Iterable[RoleSock
             continue
         for metric in LIFE_METRICS:
             s = pair.metrics[metric]
-            if s.proposed is None or s.baseline is None or s.proposed <= s.baseline:
+            if s.proposed is None or s.baseline is None:
+                continue
+            if s.proposed - s.baseline <= LIFE_COST_MARGIN[metric]:
                 continue
             mine = by_role.get((pair.kind, pair.point, PROPOSED), {})
             theirs = by_role.get((pair.kind, pair.point, pair.baseline), {})
@@ -207,7 +214,8 @@ def life_costs_table(comparison: Iterable[PairSummary], roles: Iterable[RoleSock
         "life-costs",
         "Where the proposal costs more over a client's life",
         "Every simulated point (one hour) and baseline where the proposal's median "
-        "socket-seconds or handshakes per client-hour is above the baseline's: `excess` is "
+        "socket-seconds (by more than one) or handshakes per client-hour is above the "
+        "baseline's: `excess` is "
         "the difference, `where` the roles whose figure is higher (proposed - baseline). "
         "Not a regression rule: these are the costs the RFC's Costs section explains (a "
         "re-dial after prompt close, a second coordinator connection).",
