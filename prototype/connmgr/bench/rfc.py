@@ -173,6 +173,20 @@ NAMED = (
 )
 
 
+CHURN = ("rolling-restart", "reassignment", "rebalance", "short-lived")
+"""The churn scenarios of the simulated grid (``connmgr.sim.churn``)."""
+
+LINGER_SHOWN = (
+    "k8s-endpoint-change",
+    "rolling-restart",
+    "reassignment",
+    "rebalance",
+    "rebalance rebalance_interval_ms=120000",
+)
+"""The linger stage's scenarios the RFC shows (those where a connection becomes unneeded;
+the report's ``linger`` table has every one)."""
+
+
 def _real_sockets(report: Report) -> str:
     """One row per (scenario, client) at :data:`REAL_POINTS`, the proposal first."""
     lines = [
@@ -257,6 +271,33 @@ FIGURES: dict[str, Callable[[Report], str]] = {
         r,
         "sweep-savings",
         "baseline brokers points opened_saving peak_saving steady_saving regressed_points",
+    ),
+    "life-headline": lambda r: _table(
+        r,
+        "headline",
+        "kind baseline points socket_s_per_h_ratio handshakes_per_h_ratio opened_ratio "
+        "peak_ratio steady_ratio regressed_points",
+        keep=lambda row: row["kind"] != "real",
+        note=" (simulated kinds: a real run's horizon is seconds)",
+    ),
+    "churn-scenarios": lambda r: _table(
+        r,
+        "sockets",
+        "scenario baseline opened_proposed opened_baseline peak_proposed peak_baseline "
+        "steady_proposed steady_baseline",
+        keep=lambda row: row["kind"] == "sim" and row["scenario"] in CHURN,
+    ),
+    "life-costs": lambda r: _table(
+        r,
+        "life-costs",
+        "point baseline metric proposed baseline_value excess where",
+    ),
+    "linger-tradeoff": lambda r: _table(
+        r,
+        "linger",
+        "scenario setting socket_s_per_h handshakes_per_h opened steady",
+        keep=lambda row: row["scenario"] in LINGER_SHOWN,
+        note=" (the scenarios where a connection becomes unneeded; every one is there)",
     ),
     "decision-cost": lambda r: _table(
         r, "decision-cost", "policy rounds decisions mean_us median_us min_us"
@@ -384,6 +425,25 @@ VALUES: dict[str, Callable[[Report], str]] = {
         )
         for baseline in baselines
     },
+    **{
+        f"headline.{kind}.{baseline}.{metric}_ratio": _cell(
+            "headline", f"{metric}_ratio", kind=kind, baseline=baseline
+        )
+        for kind in ("sim", "sweep")
+        for baseline in ("java-today", "aiokafka-today")
+        for metric in ("socket_s_per_h", "handshakes_per_h")
+    },
+    **{
+        f"linger.rebalance.{setting}.{column}": _cell(
+            "linger",
+            column,
+            scenario="rebalance",
+            setting=f"proposed@{setting}ms" if setting.isdigit() else setting,
+        )
+        for setting in ("0", "3000", "30000", "540000", "java-today")
+        for column in ("socket_s_per_h", "handshakes_per_h")
+    },
+    "life-costs.count": lambda r: str(len(r.rows("life-costs"))),
     "sweep.points": _cell("runs", "points", kind="sweep"),
     "regressions.count": lambda r: str(len(r.rows("regressions"))),
     "deep.examples": _sum("property-runs", "examples"),
