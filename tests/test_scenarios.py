@@ -219,3 +219,19 @@ def test_java_today_replays_a_lookup_on_the_bootstrap_connection() -> None:
     assert replayed.by_role["data"]["opened"] == own.by_role["data"]["opened"]
     unheld = run("seed-consumer", "java-today", duration_ms="60000", replay_lookups="1")
     assert unheld.ledger.sequence() == own.ledger.sequence()
+
+
+def test_java_today_replays_the_telemetry_loops_second_bootstrap_dial() -> None:
+    """kafka-clients 4.4.0, seen once: the consumer dialled -3 for metadata, its telemetry
+    loop (-3 still connecting) dialled -2, and telemetry and FindCoordinator both went on -3.
+    Replayed: two bootstrap dials, then the coordinator; without the lookup record the second
+    pick has no owner at the lookup and a broker is dialled for it."""
+    replay = {"duration_ms": "60000", "brokers": "6", "replay_choices": "-3,-2"}
+    both = run("big-consumer", "java-today", replay_telemetry="-3", replay_lookups="-3", **replay)
+    assert both.ledger.sequence()[:3] == [
+        (None, Role.BOOTSTRAP),
+        (None, Role.BOOTSTRAP),
+        (2, Role.COORDINATION),
+    ]
+    alone = run("big-consumer", "java-today", replay_telemetry="-3", **replay)
+    assert alone.ledger.sequence()[2] == (5, Role.DATA)

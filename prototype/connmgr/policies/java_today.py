@@ -244,11 +244,30 @@ class JavaTodayPolicy(Policy):
         after its own node had taken the InitProducerId request, and then sent on its own node
         anyway. The model has no write window, so the record says whether that happened: when
         the next recorded pick is the telemetry node itself (dialled by this loop) and the one
-        after it a known node the model has no connection to, that one is dialled too.
+        after it a known node the model has no connection to, that one is dialled too. Before
+        metadata, when the telemetry node is a bootstrap node the metadata updater dialled
+        and it is still connecting, a next recorded pick of another bootstrap node is the
+        loop's own dial (the second bootstrap connection of the module docstring; measured
+        with 4.4.0: a consumer dialled -3 for metadata, then -2, and sent its telemetry
+        request and FindCoordinator on -3).
         """
         replay = self.config.replay_choices
         at = self._replayed
-        if at + 1 >= len(replay) or replay[at] != self.config.replay_telemetry[0]:
+        telemetry = self.config.replay_telemetry[0]
+        if at < len(replay) and replay[at] != telemetry:
+            own, detour = self._known_node(telemetry), self._known_node(replay[at])
+            if own is None or detour is None or self.metadata is not None:
+                return
+            if not isinstance(own[0], BootstrapNode) or not isinstance(detour[0], BootstrapNode):
+                return
+            conn = self.table.live_for_node(own[0], Purpose.DATA)
+            if conn is None or conn.state is ConnState.READY:
+                return
+            if self.table.live_for_node(detour[0], Purpose.DATA) is None:
+                self._replayed += 1
+                self.connection_for(*detour, Purpose.DATA)
+            return
+        if at + 1 >= len(replay) or replay[at] != telemetry:
             return
         own, detour = self._known_node(replay[at]), self._known_node(replay[at + 1])
         if own is None or self.table.live_for_node(own[0], Purpose.DATA) is None:
@@ -259,10 +278,11 @@ class JavaTodayPolicy(Policy):
         self.connection_for(*detour, Purpose.DATA)
 
     def _recorded_lookup(self, request: Request) -> Connection | None:
-        """The READY connection a recorded FindCoordinator went on, if the model holds one.
+        """The connection a recorded FindCoordinator went on, if the model holds one (READY,
+        or still connecting: the request waits for it, as in the client's unsent queue).
 
         Each FindCoordinator takes the next record on its first placement. A recorded node
-        the model has no READY connection to was a "no active connection" pick, already in
+        the model has no connection to was a "no active connection" pick, already in
         ``replay_choices``: the model's own scan (which replays it) decides.
         """
         if request.api is not Api.FIND_COORDINATOR or not self.config.replay_lookups:
@@ -276,7 +296,9 @@ class JavaTodayPolicy(Policy):
         if known is None:
             return None
         conn = self.table.live_for_node(known[0], Purpose.DATA)
-        return conn if conn is not None and conn.state is ConnState.READY else None
+        if conn is None or conn.state not in (ConnState.READY, ConnState.CONNECTING):
+            return None
+        return conn
 
     # --- placement -----------------------------------------------------------------------
 
