@@ -35,7 +35,7 @@ import pickle
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +46,11 @@ from connmgr.bench.fleet import (
     FleetSettings,
     fleet_sockets,
 )
-from connmgr.bench.spark import job_failure
-from connmgr.bench.sweep import ProgressWatcher, default_slices
+from connmgr.bench.sparkjob import Progress, spark_job
+from connmgr.bench.sweep import default_slices
 
 SECONDS = DURATION_MS // 1000
 
-Progress = Callable[[int, int], None]
 Gathered = tuple[list[tuple[float, float]], list[float], list[float]]
 """A broker's sockets under one policy: (from, to) of each, handshake times, refused dials."""
 BrokerKey = tuple[str, int]
@@ -250,21 +249,12 @@ def run_fleet(
     )
     fleetwide = partials.filter(lambda p: p[0] != "broker")
     started = time.perf_counter()
-    group = f"connmgr-fleet-{id(partials)}-{started}"
-    sc.setJobGroup(group, f"connmgr fleet of {settings.clients} clients", interruptOnCancel=False)
-    watcher = ProgressWatcher(sc, group, progress) if progress is not None else None
     try:
-        # One job: the fleet-wide partials ride along with the brokers' series (cached:
-        # the clients are simulated once), each task's output packed into one blob.
-        blobs = brokers.union(fleetwide).mapPartitions(_packed).collect()
-    except Exception as e:  # py4j carries Spark's failures; say which task error it was
-        if type(e).__module__.startswith(("py4j", "pyspark")):
-            raise job_failure(e) from e
-        raise
+        with spark_job(sc, f"connmgr fleet of {settings.clients} clients", progress):
+            # One job: the fleet-wide partials ride along with the brokers' series (cached:
+            # the clients are simulated once), each task's output packed into one blob.
+            blobs = brokers.union(fleetwide).mapPartitions(_packed).collect()
     finally:
-        if watcher is not None:
-            watcher.stop()
-        sc.setLocalProperty("spark.jobGroup.id", None)
         partials.unpersist()
     series: list[BrokerSeries] = []
     totals: dict[str, Counter[int]] = defaultdict(Counter)

@@ -37,11 +37,10 @@ import math
 import pickle
 import random
 import shutil
-import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ from typing import Any
 from connmgr.bench import schema
 from connmgr.bench.rows import RunMeta, point_text, sim_row
 from connmgr.bench.schema import Kind
-from connmgr.bench.spark import job_failure
+from connmgr.bench.sparkjob import Progress, spark_job
 from connmgr.sim.clients import ClientTimings
 from connmgr.sim.run import prepare, run_spec
 
@@ -82,9 +81,6 @@ MIN_BROKERS, MAX_BROKERS = 3, 10_000
 MAX_LEADERS = 12
 
 _DOUBLES = frozenset(c.name for c in schema.COLUMNS if c.type is schema.ColumnType.DOUBLE)
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: tasks of the sweep's Spark job completed, out of all."""
 
 
 @dataclass(frozen=True)
@@ -288,22 +284,11 @@ def run_sweep(
 
     rdd = sweep_rdd(spark, n, meta=meta, seed=seed, slices=slices).map(counted)
     started = time.perf_counter()
-    group = f"connmgr-sweep-{id(rdd)}-{started}"
-    sc.setJobGroup(group, f"connmgr sweep of {n} points", interruptOnCancel=False)
-    watcher = ProgressWatcher(sc, group, progress) if progress is not None else None
-    try:
+    with spark_job(sc, f"connmgr sweep of {n} points", progress):
         # One job (the progress bar counts its tasks): each task sends its rows back as one
         # compressed blob, and the driver unpacks them one at a time while writing.
         blobs = rdd.mapPartitions(_packed).collect()
         write_gathered((row for blob in blobs for row in _unpacked(blob)), out)
-    except Exception as e:  # py4j carries Spark's failures; say which task error it was
-        if type(e).__module__.startswith(("py4j", "pyspark")):
-            raise job_failure(e) from e
-        raise
-    finally:
-        if watcher is not None:
-            watcher.stop()
-        sc.setLocalProperty("spark.jobGroup.id", None)
     wall = time.perf_counter() - started
     sims = int(done.value)
     return SweepOutcome(n, sims, wall, sims / wall if wall > 0 else math.inf, out)
@@ -372,47 +357,3 @@ def sweep_scaling(
         target = out if i == len(ordered) - 1 else scratch / f"sweep-{size}.parquet"
         outcomes.append(run_sweep(spark, size, target, meta=meta, seed=seed, progress=progress))
     return tuple(outcomes)
-
-
-class ProgressWatcher:
-    """Polls Spark's status tracker for the tasks of one job group, in a daemon thread, and
-    calls ``progress(done, total)`` when they change (the sweep's and the fleet's bars)."""
-
-    def __init__(self, sc: Any, group: str, progress: Progress, every_s: float = 1.0) -> None:
-        self._sc = sc
-        self._group = group
-        self._progress = progress
-        self._every_s = every_s
-        self._stopped = threading.Event()
-        self._last: tuple[int, int] | None = None
-        self._thread = threading.Thread(target=self._run, name="sweep-progress", daemon=True)
-        self._thread.start()
-
-    def _tasks(self) -> tuple[int, int]:
-        tracker = self._sc.statusTracker()
-        done = total = 0
-        for job_id in tracker.getJobIdsForGroup(self._group):
-            job = tracker.getJobInfo(job_id)
-            if job is None:
-                continue
-            for stage_id in job.stageIds:
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    done += stage.numCompletedTasks
-                    total += stage.numTasks
-        return done, total
-
-    def _report(self) -> None:
-        now = self._tasks()
-        if now != self._last and now[1] > 0:
-            self._last = now
-            self._progress(*now)
-
-    def _run(self) -> None:
-        while not self._stopped.wait(self._every_s):
-            self._report()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join()
-        self._report()
