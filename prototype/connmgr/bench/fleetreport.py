@@ -34,12 +34,21 @@ from connmgr.bench.fleetview import BrokerSeries, FleetView
 from connmgr.bench.rows import RunMeta
 from connmgr.bench.schema import ColumnType, ResultsError
 from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.table import Table, make_table
+from connmgr.bench.table import Table, arrow_schema, make_table
 
 FLEET_FILE = "fleet.json"
 FLEET_CELLS = "fleet.parquet"
 """Under ``raw/``: the fleet stage's settings and series, and its per-broker buckets."""
-_CELL_COLUMNS = ("policy", "broker", "bucket", "t_s", "sockets_avg", "sockets_max", "handshakes")
+_CELLS = (
+    ("policy", ColumnType.STRING),
+    ("broker", ColumnType.LONG),
+    ("bucket", ColumnType.LONG),
+    ("t_s", ColumnType.DOUBLE),
+    ("sockets_avg", ColumnType.DOUBLE),
+    ("sockets_max", ColumnType.LONG),
+    ("handshakes", ColumnType.LONG),
+)
+_CELL_COLUMNS = tuple(name for name, _ in _CELLS)
 
 
 def write_fleet(view: FleetView, meta: RunMeta, raw: Path) -> Path:
@@ -58,12 +67,8 @@ def write_fleet(view: FleetView, meta: RunMeta, raw: Path) -> Path:
         columns["sockets_avg"] += b.sockets_avg
         columns["sockets_max"] += b.sockets_max
         columns["handshakes"] += b.handshakes
-    types = (pa.string(), pa.int64(), pa.int64(), pa.float64(), pa.float64(), pa.int64())
-    schema = pa.schema(
-        [pa.field(n, t) for n, t in zip(_CELL_COLUMNS, (*types, pa.int64()), strict=True)]
-    )
     raw.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(columns, schema=schema), raw / FLEET_CELLS)
+    pq.write_table(pa.table(columns, schema=arrow_schema(_CELLS)), raw / FLEET_CELLS)
     data = {
         "meta": meta.columns(),
         "settings": asdict(s),
