@@ -99,9 +99,10 @@ def test_the_shipped_grid_covers_what_the_issue_asks() -> None:
     assert {p.params.get("client_idle_disabled") for p in grid.sim_points} >= {"0", "1"}
     assert {p.params.get("coordinator") for p in grid.sim_points} >= {"shared", "separate"}
     # Issue 18: every sweep run is a simulated hour and the full job fits 30 minutes on 2
-    # cores, so the largest sweep is 20,000 points (issue 6's 100,000 took 19 minutes of
-    # two cores at that horizon; a grid with a bigger size still runs it).
-    assert max(grid.get("sweep", "sizes")) >= 20_000
+    # cores beside the fleet, life and TLS stages, so the largest sweep is 10,000 points
+    # (issue 6's 100,000 took 19 minutes of two cores at that horizon, 20,000 about 9; a
+    # grid with a bigger size still runs it).
+    assert max(grid.get("sweep", "sizes")) >= 10_000
     # The property stage searches more than the default suite and at the deep profile's
     # step count; the deep profile's 1,000 examples run on their own (docs/property-suite.md).
     from hypothesis import settings
