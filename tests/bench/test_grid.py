@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
@@ -28,6 +29,7 @@ duration_ms = 60000
 repeats = 2
 seed = 5
 named = ["seed-producer"]
+workers = 2
 
 [real]
 scenarios = ["big-producer"]
@@ -150,6 +152,22 @@ def test_sim_rows_follow_the_schema_pair_by_point_and_vary_the_seed(tmp_path: Pa
     for point, repeat in points:
         policies = sorted(r["policy"] for r in rows if (r["point"], r["repeat"]) == (point, repeat))
         assert policies == ["java-today", "proposed"]
+
+
+def test_sim_rows_are_the_same_on_one_process_and_on_two(tmp_path: Path) -> None:
+    # The pool changes where a run executes, never its row: seeded, virtual time, in order.
+    two = load_grid(write(tmp_path, SMALL))
+    one = load_grid(write(tmp_path, SMALL.replace("workers = 2", "workers = 1")))
+    assert two.get("sim", "workers") == 2 and one.get("sim", "workers") == 1
+    meta = new_meta("t")
+
+    def counted(grid: Any) -> list[dict[str, Any]]:
+        # wall_s is the one measured column (the simulator's own run time).
+        return [
+            {k: v for k, v in r.items() if k != "wall_s"} for r in sim_rows(grid, meta, show=False)
+        ]
+
+    assert counted(two) == counted(one)
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "repeats": (int, False),
         "seed": (int, False),
         "named": (str, True),
+        "workers": (int, False),
     },
     "real": {
         "scenarios": (str, True),

@@ -24,12 +24,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connmgr.bench.grid import Grid, RealPoint, java_version
+from connmgr.bench.grid import Grid, RealPoint, SimPoint, java_version
 from connmgr.bench.linger import linger_points, linger_table, read_linger, run_one, write_linger
 from connmgr.bench.linger import plan as linger_plan
 from connmgr.bench.properties import (
@@ -87,36 +88,53 @@ def _bar(items: Iterable[T], total: int, desc: str, show: bool) -> Iterator[T]:
     yield from tqdm(items, total=total, desc=desc, unit="run", disable=not show, leave=True)
 
 
+def _pooled(
+    work: Callable[[Any], T], jobs: Sequence[Any], desc: str, show: bool, workers: int
+) -> list[T]:
+    """``[work(job) for job in jobs]``, in order, on ``workers`` processes.
+
+    For the simulated stages: each job is deterministic from its arguments (seeded, virtual
+    time), so the rows are the same whatever process ran them; only the wall time changes.
+    ``work`` must be a module-level function (it is pickled by reference).
+    """
+    if workers <= 1 or len(jobs) <= 1:
+        return list(_bar(map(work, jobs), len(jobs), desc, show))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        # Chunks of a few dozen keep the pickling overhead small next to the runs.
+        chunk = max(1, min(32, len(jobs) // (8 * workers)))
+        return list(_bar(pool.map(work, jobs, chunksize=chunk), len(jobs), desc, show))
+
+
 # --- 1. the simulator ---------------------------------------------------------------------
 
 
 def sim_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
-    """Every policy of the grid through every simulated point, ``repeats`` times."""
+    """Every policy of the grid through every simulated point, ``repeats`` times, on the
+    grid's ``[sim] workers`` processes (rows in point, repeat, policy order)."""
     repeats = grid.get("sim", "repeats")
     base_seed = grid.get("sim", "seed")
     jobs = [
-        (point, policy, r)
+        (point, policy, r, base_seed + r, meta)
         for point in grid.sim_points
         for r in range(repeats)
         for policy in grid.policies
     ]
-    rows = []
-    for point, policy, repeat in _bar(jobs, len(jobs), "simulate", show):
-        seed = base_seed + repeat
-        spec, policy_settings, _ = prepare(point.scenario, {**point.params, "seed": str(seed)})
-        result = run_spec(spec, policy, policy_settings, seed)
-        result.scenario = point.scenario
-        rows.append(
-            sim_row(
-                result,
-                spec,
-                meta=meta,
-                point=point.point,
-                repeat=repeat,
-                idle_disabled=point.idle_disabled,
-            )
-        )
-    return rows
+    return _pooled(_sim_one, jobs, "simulate", show, grid.get("sim", "workers"))
+
+
+def _sim_one(job: tuple[SimPoint, str, int, int, RunMeta]) -> dict[str, Any]:
+    point, policy, repeat, seed, meta = job
+    spec, policy_settings, _ = prepare(point.scenario, {**point.params, "seed": str(seed)})
+    result = run_spec(spec, policy, policy_settings, seed)
+    result.scenario = point.scenario
+    return sim_row(
+        result,
+        spec,
+        meta=meta,
+        point=point.point,
+        repeat=repeat,
+        idle_disabled=point.idle_disabled,
+    )
 
 
 # --- 2. real clients ----------------------------------------------------------------------
@@ -299,7 +317,7 @@ def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> 
     simulated client-hour (:mod:`connmgr.bench.linger`); written to ``raw/linger.json``."""
     values = grid.values["linger"]
     runs = linger_plan(values)
-    rows = [run_one(run) for run in _bar(runs, len(runs), "linger", show)]
+    rows = _pooled(run_one, runs, "linger", show, grid.get("sim", "workers"))
     return write_linger(values, meta, rows, raw)
 
 
