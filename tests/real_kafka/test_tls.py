@@ -111,7 +111,7 @@ def test_a_wrong_scram_password_fails_with_aiokafkas_error_for_both(
         start(), the drop-in (without warm_up) at its first metadata request."""
         producer = producer_cls(
             bootstrap_servers=access.bootstrap_servers,
-            request_timeout_ms=10000,
+            request_timeout_ms=3000,  # the drop-in retries the bootstrap until then
             **access.aiokafka_kwargs(password="not-the-password"),
         )
         try:
