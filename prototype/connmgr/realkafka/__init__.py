@@ -33,9 +33,13 @@ The rooms, each importing only those above it:
 * :mod:`~connmgr.realkafka.classpath` -- Maven, the broker's classpath, ``java``;
 * :mod:`~connmgr.realkafka.placement` -- the broker's rule placing coordinators (pure);
 * :mod:`~connmgr.realkafka.process` -- node processes: ports, configuration, start, stop, reap;
+* :mod:`~connmgr.realkafka.certificates`, :mod:`~connmgr.realkafka.delay`,
+  :mod:`~connmgr.realkafka.security` -- the secure listeners of ``security=True``: certificates,
+  user-space RTT forwarders, and what a client needs (``docs/tls.md``);
 * :mod:`~connmgr.realkafka.protocol` -- one-question connections, ElectLeaders by hand;
 * :mod:`~connmgr.realkafka.topics`, :mod:`~connmgr.realkafka.coordinators` -- administration;
 * :mod:`~connmgr.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
+* :mod:`~connmgr.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
 * :mod:`~connmgr.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI).
 """
 

@@ -50,6 +50,7 @@ from connmgr.realkafka.protocol import (
     partition_leaders,
     run_sync,
 )
+from connmgr.realkafka.security import ListenerAccess, Protocol, SecureTier
 
 __all__ = ["KafkaCluster"]
 
@@ -70,6 +71,10 @@ class KafkaCluster(CoordinatorAdmin):
         properties: extra ``server.properties`` entries, applied last (they win).
         jvm_options: extra JVM options, after the defaults.
         keep_workdir: keep the temporary directory (data and logs) after ``stop()``.
+        security: also give every node an ``SSL`` and a ``SASL_SSL`` (SCRAM-SHA-512) client
+            listener, advertised at delay forwarders (:mod:`~connmgr.realkafka.security`):
+            :meth:`access` says how to reach each, :meth:`set_rtt` sets their round-trip time.
+            Off by default; the PLAINTEXT listener and its ports are the same either way.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and
     :meth:`stop`. Thread-safe: start and stop serialise on a lock; the query helpers open
@@ -85,6 +90,7 @@ class KafkaCluster(CoordinatorAdmin):
         properties: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         keep_workdir: bool = False,
+        security: bool = False,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise RealKafkaError(f"brokers must be an int in 1..9, got {brokers!r}")
@@ -98,6 +104,8 @@ class KafkaCluster(CoordinatorAdmin):
         self._offsets_partitions = offsets
         self._extra_properties = dict(properties or {})
         self._jvm_options = list(jvm_options)
+        self._security = security
+        self._secure: SecureTier | None = None
         self._lock = threading.RLock()
         self._nodes: list[Node] = []
         self._state = "new"
@@ -208,6 +216,16 @@ class KafkaCluster(CoordinatorAdmin):
             for i in range(self._broker_count)
         ]
         (workdir / "log4j2.properties").write_text(LOG4J2, encoding="utf-8")
+        format_args: list[str] = []
+        if self._security:
+            # Ports of their own, reserved after the PLAINTEXT and controller ones so those
+            # are drawn exactly as without security.
+            secure = SecureTier.create(
+                workdir / "tls", self._nodes, reserve_ports(2 * self._broker_count)
+            )
+            self._resources.closers.append(secure.close)
+            self._secure = secure
+            format_args = secure.format_args()
         self.cluster_id = random_cluster_id()
         # Owner first (no nodes yet), so even a crash during start leaves a reapable directory.
         write_owner(workdir, self._nodes)
@@ -216,7 +234,7 @@ class KafkaCluster(CoordinatorAdmin):
             node.properties_file.write_text(self._server_properties(node), encoding="utf-8")
 
         t = time.monotonic()
-        format_storage(java, classpath, self._nodes, self.cluster_id, deadline)
+        format_storage(java, classpath, self._nodes, self.cluster_id, deadline, format_args)
         self.timings["format"] = time.monotonic() - t
 
         t = time.monotonic()
@@ -239,11 +257,12 @@ class KafkaCluster(CoordinatorAdmin):
         self.timings["coordinators_ready"] = time.monotonic() - t
 
     def _server_properties(self, node: Node) -> str:
+        secure = {} if self._secure is None else self._secure.properties(node)
         return server_properties(
             node,
             self._nodes,
             offsets_partitions=self._offsets_partitions,
-            extra=self._extra_properties,
+            extra={**secure, **self._extra_properties},
         )
 
     def _check_alive(self) -> None:
@@ -357,6 +376,31 @@ class KafkaCluster(CoordinatorAdmin):
         :func:`connmgr.aio.kernel.verify_against_kernel` wants.
         """
         return self.endpoints()
+
+    def _require_secure(self) -> SecureTier:
+        self._require_started()
+        if self._secure is None:
+            raise RealKafkaError(f"{self!r} has no secure listeners: create it with security=True")
+        return self._secure
+
+    def access(self, protocol: Protocol = "PLAINTEXT") -> ListenerAccess:
+        """How a client reaches the cluster over ``protocol`` ("PLAINTEXT", "SSL",
+        "SASL_SSL"): endpoints, bootstrap string, CA file, SCRAM credentials, and the
+        aiokafka / Java settings built from them. SSL and SASL_SSL need ``security=True``
+        and go through the delay forwarders; PLAINTEXT is the direct listener."""
+        if protocol == "PLAINTEXT":
+            return ListenerAccess("PLAINTEXT", tuple(sorted(self.endpoints().items())))
+        return self._require_secure().access(protocol)
+
+    @property
+    def secure(self) -> SecureTier:
+        """The certificates, secure ports and delay forwarders (``security=True`` only)."""
+        return self._require_secure()
+
+    def set_rtt(self, rtt_ms: float) -> None:
+        """Round-trip time the forwarders add from now on (``security=True`` only); the
+        direct PLAINTEXT listener is never delayed."""
+        self._require_secure().network.set_rtt(rtt_ms)
 
     @property
     def workdir(self) -> Path | None:

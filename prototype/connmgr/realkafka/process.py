@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -110,11 +110,16 @@ class Resources:
     workdir: Path | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     keep_workdir: bool = False
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """Run after the processes stop, last added first (the delay forwarders' close)."""
 
     def release(self, timeout_s: float) -> list[int]:
-        """Stop the processes and remove the work directory; the pids that needed SIGKILL."""
+        """Stop the processes, run the closers, remove the work directory; the pids that
+        needed SIGKILL."""
         killed = terminate(self.processes, timeout_s)
         self.processes = []
+        while self.closers:
+            self.closers.pop()()
         if self.workdir is not None:
             if self.keep_workdir:
                 # Kept for reading: without an owner file the reaper leaves it alone.
@@ -360,10 +365,15 @@ def spawn(
 
 
 def format_storage(
-    java: str, classpath: list[str], nodes: Sequence[Node], cluster_id: str, deadline: float
+    java: str,
+    classpath: list[str],
+    nodes: Sequence[Node],
+    cluster_id: str,
+    deadline: float,
+    extra_args: Sequence[str] = (),
 ) -> None:
     """Format every node's storage for ``cluster_id`` with ``kafka.tools.StorageTool``, all
-    nodes at once.
+    nodes at once, ``extra_args`` appended to its ``format`` command (e.g. ``--add-scram``).
 
     Raises :class:`RealKafkaError` with the tail of the tool's output when one fails or takes
     over a minute (or past ``deadline``); no formatting process outlives the call.
@@ -389,6 +399,7 @@ def format_storage(
                 cluster_id,
                 "--config",
                 node.properties_file,
+                *extra_args,
                 output=output,
             )
             formatting.append((node, process, output))
