@@ -3,8 +3,8 @@ match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
 grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0,
-librdkafka) on the embedded cluster, A/B throughput, pytest-benchmark suites, the linger
-stage, the property stage (the quick grid searches the three quickest mutants;
+librdkafka) on the embedded cluster, A/B throughput, TLS and SASL on a real KRaft cluster,
+pytest-benchmark suites, the linger stage, the property stage (the quick grid searches the three quickest mutants;
 tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
 sweep, the fleet view and the comparison. It shares the session's SparkSession.
 """
@@ -76,6 +76,22 @@ def test_every_stage_wrote_its_results_and_the_report_exists(
         "aiokafka-today",
     ]
     assert len(table(quick, "fleet-restarts")) == 3 * grid.get("fleet", "restarts")
+    # TLS: every protocol at every RTT, a cost per protocol, the drop-in's first-ack ratio
+    # against stock aiokafka at each RTT (and no ratio for anyone else), and a price for
+    # every simulated policy.
+    tls = grid.values["tls"]
+    shaken = {(r["protocol"], r["rtt_ms"]) for r in table(quick, "tls-handshakes")}
+    protocols = ("PLAINTEXT", "SSL", "SASL_SSL")
+    assert shaken == {(p, float(rtt)) for p in protocols for rtt in tls["rtt_ms"]}
+    assert {r["protocol"] for r in table(quick, "tls-cost")} == set(protocols)
+    acks = table(quick, "tls-first-ack")
+    assert {r["client"] for r in acks if r["ratio"] is not None} == {"proposed"}
+    assert {r["rtt_ms"] for r in acks if r["client"] == "proposed"} == {
+        float(rtt) for rtt in tls["rtt_ms"]
+    }
+    priced = {(r["kind"], r["policy"]) for r in table(quick, "handshake-price")}
+    assert {("sim", p) for p in grid.policies} <= priced
+    assert "tls" in quick.stage_seconds
 
 
 def test_sockets_table_matches_the_raw_simulated_rows(

@@ -70,6 +70,13 @@ down_ms = 30000
 bucket_ms = 60000
 seed = 0
 
+[tls]
+brokers = 3
+rtt_ms = [0, 20]
+connections = 2
+starts = 1
+java = 0
+
 [properties]
 baselines = ["java-today"]
 examples = 5
@@ -210,6 +217,11 @@ def test_sim_rows_are_the_same_on_one_process_and_on_two(tmp_path: Path) -> None
             r"\[quick\] overrides unknown key 'sim.nodes'",
         ),
         (lambda t: t.replace("[sim]", "[sim"), r"not valid TOML"),
+        (
+            lambda t: t.replace("rtt_ms = [0, 20]\nconnections", "rtt_ms = [5, 20]\nconnections"),
+            r"tls\.rtt_ms must include 0 and one more RTT",
+        ),
+        (lambda t: t.replace("java = 0", "java = 2"), r"tls\.java must be 0 or 1"),
         (
             lambda t: t.replace("rtt_ms = [0]\nrecords", "rtt_ms = [0, 0]\nrecords"),
             r"repeats a value",

@@ -88,6 +88,13 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "bucket_ms": (int, False),
         "seed": (int, False),
     },
+    "tls": {
+        "brokers": (int, False),
+        "rtt_ms": (float, True),
+        "connections": (int, False),
+        "starts": (int, False),
+        "java": (int, False),
+    },
     "properties": {
         "baselines": (str, True),
         "examples": (int, False),
@@ -178,7 +185,8 @@ class Grid:
             f"{self.get('linger', 'repeats')} repeats; "
             f"fleet {self.get('fleet', 'clients'):,} clients x "
             f"{self.get('fleet', 'brokers'):,} brokers, {self.get('fleet', 'restarts')} "
-            "restarted"
+            f"restarted; TLS {self.get('tls', 'connections')} handshakes x 3 protocols x "
+            f"{len(self.get('tls', 'rtt_ms'))} RTTs on {self.get('tls', 'brokers')} real brokers"
             + (f"; {len(self.skipped)} impossible points skipped" if self.skipped else "")
         )
 
@@ -282,6 +290,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     for entry in values["linger"]["scenarios"]:
         _check_linger_entry(source, entry)
     _check_fleet(source, values["fleet"])
+    _check_tls(source, values["tls"])
     need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
     need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])
     if "proposed" not in values["sim"]["policies"]:
@@ -295,6 +304,20 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")
+
+
+def _check_tls(source: Path, tls: Mapping[str, Any]) -> None:
+    # The brokers' CPU per handshake is measured at RTT 0, and the cost is a line through
+    # the medians at two RTTs at least.
+    if 0 not in tls["rtt_ms"] or len(tls["rtt_ms"]) < 2:
+        raise GridError(
+            f"{source}: tls.rtt_ms must include 0 and one more RTT, got {tls['rtt_ms']}"
+        )
+    if tls["java"] not in (0, 1):
+        raise GridError(f"{source}: tls.java must be 0 or 1, got {tls['java']!r}")
+    for key in ("brokers", "connections", "starts"):
+        if tls[key] < 1:
+            raise GridError(f"{source}: tls.{key} must be >= 1, got {tls[key]!r}")
 
 
 def _check_linger_entry(source: Path, entry: str) -> None:

@@ -4,7 +4,8 @@
 2. the real clients on the embedded cluster (``results/real.parquet``) and the A/B
    throughput turns (``results/throughput.parquet``);
 3. the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
-4. the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
+4. TLS and SASL on a real KRaft cluster (``raw/tls.json``, :mod:`connmgr.bench.tls`);
+   the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
 5. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
    kept as ``results/sweep.parquet``), the fleet view (``raw/fleet.json`` and
    ``raw/fleet.parquet``, :mod:`connmgr.bench.fleetview`) on the same session, then the
@@ -52,6 +53,7 @@ from connmgr.bench.rows import (
 )
 from connmgr.bench.schema import Kind, check_row, write_parquet
 from connmgr.bench.spark import job_failure
+from connmgr.bench.tls import read_tls, run_tls, tls_tables
 from connmgr.errors import ConnMgrError
 from connmgr.sim.run import prepare, run_spec
 
@@ -390,6 +392,8 @@ def run_bench(
         stage("throughput", lambda: throughput_rows(grid, meta, show=show)),
         results / "throughput.parquet",
     )
+    say("TLS and SASL on a real KRaft cluster ...")
+    stage("tls", lambda: run_tls(grid.values["tls"], meta, raw))
     say("micro-benchmarks (pytest-benchmark) ...")
     stage("micro", lambda: run_micro(grid, raw / "micro" / "micro.json"))
     stage("linger", lambda: linger_stage(grid, meta, raw, show=show))
@@ -488,6 +492,9 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
                 lambda path: linger_tradeoff(points, path),
             )
         )
+    tls = read_tls(raw)
+    if tls is not None:
+        tables.extend(tls_tables(tls, raw / "results"))
     fleet = read_fleet(raw)
     if fleet is not None:
         tables.extend(fleet_tables(fleet))
