@@ -20,6 +20,7 @@ class Connection:
     """
 
     __slots__ = (
+        "address",
         "confirmed_id",
         "conn_id",
         "drain_reason",
@@ -47,6 +48,9 @@ class Connection:
         self.unneeded_since_ms: float | None = None
         self.confirmed_id: int | None = None
         """The broker id the peer confirmed when the connection was established, if any."""
+        self.address: str | None = None
+        """The resolved address the socket reached, if the driver said (see
+        :class:`~connmgr.core.events.AddressesResolved`)."""
         self.failures = 0
         self.retry_at_ms = 0.0
         self.drain_reason = CloseReason.UNNEEDED
@@ -160,6 +164,11 @@ class ConnectionTable:
     def forget(self, conn: Connection) -> None:
         """``conn`` is no longer live (closed, or about to be re-inserted)."""
         self._by_id.pop(conn.conn_id, None)
+        self.release_key(conn)
+
+    def release_key(self, conn: Connection) -> None:
+        """``conn`` no longer holds its key or node in the lookups (it may stay a record: a
+        connection draining after its address went stale frees its key for a new one)."""
         if self._by_key.get(conn.key) is conn:
             del self._by_key[conn.key]
         node_key = (conn.key.node, conn.key.purpose)
