@@ -164,11 +164,6 @@ class ConnectionTable:
     def forget(self, conn: Connection) -> None:
         """``conn`` is no longer live (closed, or about to be re-inserted)."""
         self._by_id.pop(conn.conn_id, None)
-        self.release_key(conn)
-
-    def release_key(self, conn: Connection) -> None:
-        """``conn`` no longer holds its key or node in the lookups (it may stay a record: a
-        connection draining after its address went stale frees its key for a new one)."""
         if self._by_key.get(conn.key) is conn:
             del self._by_key[conn.key]
         node_key = (conn.key.node, conn.key.purpose)

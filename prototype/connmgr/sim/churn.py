@@ -22,6 +22,7 @@ from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.core.metadata import TopicPartition
 from connmgr.errors import ConfigError
+from connmgr.seeding import derive_rng
 from connmgr.sim.cluster import ClusterModel, build_cluster
 from connmgr.sim.scenarios import (
     COMMON,
@@ -199,12 +200,18 @@ def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
     waits out ``request_timeout_ms``, then the client drops the socket), the name resolves
     to nothing while the broker is down, and the new pod comes back ``down_ms`` later under
     the same name at a new address; a preferred-leader election ``election_ms`` after that
-    gives everything back to it. Partition i is led by broker 1 + i mod N."""
+    gives everything back to it. The client re-resolves each name it dialled every
+    ``dns_ttl_ms`` (0: only when it dials), each name's cached answer expiring at its own
+    phase in that period (drawn from the seed). Partition i is led by broker 1 + i mod N."""
     n = _brokers(p, 2)
     count = int_param(p, "partitions") or n
     endpoints = {i: Endpoint(f"kafka-{i}.kafka", 9092) for i in range(1, n + 1)}
     cluster = _cluster(p, [1 + i % n for i in range(count)], endpoints)
     cluster.dns = {endpoints[i].host: pod_address(i, 0) for i in endpoints}
+    ttl = num_param(p, "dns_ttl_ms")
+    cluster.dns_ttl_ms = ttl if ttl > 0 else None
+    phases = derive_rng(int_param(p, "seed"), "dns")
+    cluster.dns_phase_ms = {host: phases.uniform(0, ttl) for host in sorted(cluster.dns)}
     start, interval = num_param(p, "restart_at_ms"), num_param(p, "restart_interval_ms")
     down, election = _positive(p, "down_ms"), num_param(p, "election_ms")
     if interval < down + election:
@@ -350,7 +357,8 @@ register(
     Scenario(
         "ip-change",
         "every broker's pod restarted in turn under its DNS name with a new IP (the old "
-        "address goes dark, down 10 s, every 2 min); client=consumer|producer|transactional",
+        "address goes dark, down 10 s, every 2 min; names re-resolved every 5 s); "
+        "client=consumer|producer|transactional",
         {
             **_CHURN,
             "partitions": 0,
@@ -359,6 +367,8 @@ register(
             "restart_interval_ms": 2 * MINUTE,
             "down_ms": 10_000,
             "election_ms": 30_000,
+            # The answer's TTL: CoreDNS kubernetes plugin default ttl 5 (seconds).
+            "dns_ttl_ms": 5_000,
         },
         ip_change,
     )

@@ -17,7 +17,8 @@ Names. Hosts are literal addresses unless the cluster has a name table (:attr:`C
 empty but for the ``ip-change`` scenario): there a broker's host is a DNS name that resolves
 to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a broker's pod the
 Kubernetes way -- the old address stops answering (no reset: a socket to it just gets no
-reply), the name resolves to nothing while the broker is down, then to a new address.
+reply), the name resolves to nothing while the broker is down, then to a new address. The
+client resolves a name when it dials it and again every :attr:`ClusterModel.dns_ttl_ms`.
 
 A client that re-labels a socket (for example, adopts a bootstrap connection as broker X's)
 keeps whatever backend the socket reached; the simulator records that backend for every
@@ -68,6 +69,13 @@ class ClusterModel:
     dns: dict[str, str | None] = field(default_factory=dict)
     """Host name -> the address it resolves to now (None: no record). A host not listed is
     a literal address, which the simulator never reports as resolved."""
+    dns_ttl_ms: float | None = None
+    """How often the client re-resolves each name it has dialled (the answer's TTL, as a
+    caching resolver honours it); None: only when it dials."""
+    dns_phase_ms: dict[str, float] = field(default_factory=dict)
+    """Host name -> when in each ``dns_ttl_ms`` period its cached answer expires (ms past a
+    multiple of the TTL; 0 if not listed): the answer a client first gets may have any part
+    of its TTL left, so the re-resolutions need not fall on the cluster's change times."""
     dark: set[str] = field(default_factory=set)
     """Addresses that stopped answering (a replaced pod's): requests on a socket to one
     get no reply."""

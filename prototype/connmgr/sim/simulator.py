@@ -248,9 +248,27 @@ class Simulator:
             self.deliver(AddressesResolved(host, addresses))
         return addresses
 
+    def _re_resolve(self, host: str) -> None:
+        """The TTL of ``host``'s last answer ran out: resolve it again (reported only if the
+        answer changed), and again one TTL later, for as long as the client lives."""
+        ttl = self.cluster.dns_ttl_ms
+        if self.client_closed or ttl is None:
+            return
+        self._report_resolution(host)
+        self.after(ttl, functools.partial(self._re_resolve, host))
+
     def connect(self, conn_id: int, key: ConnectionKey) -> None:
         backend = self.cluster.resolve(key)
-        addresses = self._report_resolution(key.endpoint.host) if self.cluster.dns else None
+        host = key.endpoint.host
+        addresses = None
+        if self.cluster.dns:
+            first = host not in self._resolved
+            addresses = self._report_resolution(host)
+            ttl = self.cluster.dns_ttl_ms
+            if first and addresses is not None and ttl is not None:
+                # The cached answer expires at the name's phase, then every TTL.
+                left = ttl - (self.now - self.cluster.dns_phase_ms.get(host, 0.0)) % ttl
+                self.after(left, functools.partial(self._re_resolve, host))
         if addresses is not None and not addresses:
             backend = None  # the name resolves to nothing: the dial fails
         bid = key.broker_id
@@ -348,10 +366,6 @@ class Simulator:
             md = self.cluster.metadata(req.topics)
             self._metadata_answers += 1
             self.deliver(MetadataReceived(rid, md))
-            if self.cluster.dns:
-                for broker in md.brokers:
-                    # The client resolves the names a metadata answer gives it.
-                    self._report_resolution(broker.endpoint.host)
             self.client.on_metadata(md, had_topics=bool(req.topics))
             return
         self.deliver(ResponseReceived(rid))
@@ -372,10 +386,11 @@ class Simulator:
             self.peer_close(conn, "request_timeout")
 
     def _end_unanswered(self, conn: SimConn) -> None:
-        """The requests waiting on ``conn`` for an answer that never comes stop waiting."""
-        for rid in conn.in_flight:
+        """The requests waiting on ``conn`` for an answer that never comes stop waiting (one
+        whose answer was not yet due has not waited for nothing: it is not counted)."""
+        for sent in conn.unanswered.values():
             self.stale_waits += 1
-            self.stale_wait_ms += self.now - conn.unanswered.get(rid, self.now)
+            self.stale_wait_ms += self.now - sent
         conn.unanswered.clear()
 
     def close(self, conn_id: int, reason: CloseReason) -> None:
