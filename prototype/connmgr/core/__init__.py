@@ -24,6 +24,7 @@ from connmgr.core.connections import ConnectionView
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef
 from connmgr.core.endpoint import DEFAULT_PORT, Endpoint, parse_bootstrap, parse_endpoint
 from connmgr.core.events import (
+    AddressesResolved,
     AnyNodeRequestNeeded,
     BootstrapRequested,
     BrokerRequestNeeded,
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_PORT",
     "TRANSITIONS",
     "Action",
+    "AddressesResolved",
     "Adopt",
     "AnyNodeRequestNeeded",
     "Api",

@@ -19,6 +19,8 @@ class CloseReason(enum.Enum):
     """aiokafka closes its bootstrap connection once metadata arrived."""
     ENDPOINT_CHANGED = "endpoint_changed"
     """Metadata moved the node to another host:port."""
+    STALE_ADDRESS = "stale_address"
+    """The connection's host name no longer resolves to the address it reached."""
     BUDGET = "budget"
     """Closed to make room under ``max_connections``."""
     SHUTDOWN = "shutdown"

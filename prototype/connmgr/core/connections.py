@@ -20,6 +20,7 @@ class Connection:
     """
 
     __slots__ = (
+        "address",
         "confirmed_id",
         "conn_id",
         "drain_reason",
@@ -47,6 +48,9 @@ class Connection:
         self.unneeded_since_ms: float | None = None
         self.confirmed_id: int | None = None
         """The broker id the peer confirmed when the connection was established, if any."""
+        self.address: str | None = None
+        """The resolved address the socket reached, if the driver said (see
+        :class:`~connmgr.core.events.AddressesResolved`)."""
         self.failures = 0
         self.retry_at_ms = 0.0
         self.drain_reason = CloseReason.UNNEEDED

@@ -30,9 +30,23 @@ what they fed):
                          waited for the lease any more
 ``ConnectionEstablished`` / ``ConnectionFailed`` / ``ConnectionClosedByPeer``
                          the outcome of a ``Connect``, and a socket the other side closed
+``AddressesResolved``    a host name resolved (to the addresses it names now): when the
+                         driver dials it, and whenever else the client resolves it again
+                         (the simulator: each name it dialled again every TTL)
 ``TimePassed``           the time a ``WakeAt`` asked for has come
 ``ClientClosed``         the application closed the client (last event)
 =======================  ===================================================================
+
+Names. A driver that resolves host names itself reports each resolution
+(``AddressesResolved``) before the dial that uses it, and says in ``ConnectionEstablished``
+which address the socket reached (``address``); the policy keeps it on the connection record.
+A driver that leaves resolution to the OS sends neither (``address`` None): no connection is
+ever found stale, and a policy behaves as before. A request on a connection that never
+answers fails after ``request_timeout_ms`` and the client drops that connection, as Java's
+``NetworkClient`` and aiokafka do: the driver reports ``ConnectionClosedByPeer`` for it.
+A policy may instead ``Close`` a connection with requests leased on it (the proposed policy,
+when its address went stale): it places those requests again itself, and an answer that
+still arrives on the closed socket is dropped, as after any ``Close``.
 
 Two differences are by design. A driver whose callers see a broken connection (the aio
 driver: aiokafka raises to whoever awaited the request) feeds ``RequestFailed`` for each

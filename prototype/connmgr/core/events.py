@@ -90,6 +90,23 @@ class ConnectionEstablished:
     node_id: int | None = None
     """The broker id the peer confirmed on this connection (an identity check the
     protocol lacks today), or None when the broker cannot say -- every Kafka release to date."""
+    address: str | None = None
+    """The resolved address the socket reached (its peer IP), or None when the driver does
+    not resolve names (the host is a literal, or the driver leaves resolution to the OS)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddressesResolved:
+    """Host name ``host`` (an :class:`~connmgr.core.endpoint.Endpoint`'s host) resolves to
+    ``addresses`` now; empty: to nothing (NXDOMAIN, the record was removed).
+
+    A connection established to an address no longer in the set reaches a machine the name
+    no longer names (a Kubernetes pod restarted under its DNS name with a new IP): what a
+    policy does about it is its own (the proposed policy retires such connections; today's
+    clients never re-check a live connection's address)."""
+
+    host: str
+    addresses: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +169,7 @@ Event = (
     | CoordinatorLost
     | InterestChanged
     | ConnectionEstablished
+    | AddressesResolved
     | ConnectionFailed
     | ConnectionClosedByPeer
     | ResponseReceived

@@ -54,6 +54,7 @@ from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, ConnectionTable, ConnectionView
 from connmgr.core.coordinator import CoordinatorRef, CoordinatorTable
 from connmgr.core.events import (
+    AddressesResolved,
     AnyNodeRequestNeeded,
     Api,
     BootstrapRequested,
@@ -94,9 +95,8 @@ class Policy(ABC):
     The simulator uses it for behaviour that is the library's, not the connection policy's
     (aiokafka's bootstrap metadata request names no topics, so a second one follows)."""
     find_coordinator_with_first_metadata: ClassVar[bool] = False
-    """Whether the hosting consumer sends FindCoordinator together with its first metadata
-    request (the 2019 Java consumer log) rather than after the response (kafka-clients 4.x,
-    aiokafka)."""
+    """Whether the hosting consumer sends FindCoordinator with its first metadata request
+    (the 2019 Java consumer log), not after the answer (kafka-clients 4.x, aiokafka)."""
     pushes_telemetry: ClassVar[bool] = False
     """Whether the hosting client asks some node for its KIP-714 telemetry subscription when
     it starts (kafka-clients >= 3.7): one more any-node request."""
@@ -206,8 +206,10 @@ class Policy(ABC):
             case InterestChanged(partitions):
                 self.interest = partitions
                 self.version += 1
-            case ConnectionEstablished(conn_id, node_id):
-                self._on_established(conn_id, node_id)
+            case ConnectionEstablished(conn_id, node_id, address):
+                self._on_established(conn_id, node_id, address)
+            case AddressesResolved(host, addresses):
+                self.on_addresses_resolved(host, addresses)
             case ConnectionFailed(conn_id):
                 self._on_failed(conn_id)
             case ConnectionClosedByPeer(conn_id):
@@ -236,6 +238,9 @@ class Policy(ABC):
     def on_coordinator_changed(self, ref: CoordinatorRef, old: int | None) -> None:
         """Hook: coordinator ``ref`` moved from broker ``old`` (None: newly known) to
         ``self.coordinators.broker_of(ref)`` (None: no longer known)."""
+
+    def on_addresses_resolved(self, host: str, addresses: frozenset[str]) -> None:
+        """Hook: ``host`` resolves to ``addresses`` now (today's clients ignore it)."""
 
     def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
         """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""
@@ -500,11 +505,11 @@ class Policy(ABC):
             raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
         return conn  # None: already closed by us; the driver's report crossed our Close
 
-    def _on_established(self, conn_id: int, node_id: int | None = None) -> None:
+    def _on_established(self, conn_id: int, node_id: int | None, address: str | None) -> None:
         conn = self._conn(conn_id)
         if conn is None:
             return
-        conn.confirmed_id = node_id
+        conn.confirmed_id, conn.address = node_id, address
         conn.move(Trigger.ESTABLISHED)
         self.version += 1
         conn.failures = 0

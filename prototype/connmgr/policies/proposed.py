@@ -29,6 +29,12 @@ g. Prompt close: a connection nothing needs (not a leader in use, not the coordi
    ``linger_ms``, whatever ``connections.max.idle.ms`` says.
 h. Endpoint change: when metadata moves a node id to a new host:port, connections to the old
    one drain and close; new requests dial the new endpoint (the key differs).
+h2. Stale address: when the driver reports that a host name no longer resolves to the
+   address a connection reached (a pod restarted under its DNS name with a new IP, or the
+   name resolves to nothing while the pod is gone), that connection closes at once, busy or
+   not, and its in-flight requests go back to be placed again, as when a connection is lost:
+   the next request for the broker dials anew (the driver resolves the name again) instead
+   of waiting out ``request_timeout_ms`` on an address that may never answer.
 i. Socket budget: with ``max_connections``, a dial at the cap first closes the least recently
    used quiet connection, unneeded ones first; with none quiet, the dial is DEFERRED and its
    requests wait for the next socket to go quiet. The cap is never exceeded. Needed-but-quiet
@@ -200,6 +206,25 @@ class ProposedPolicy(Policy):
                 # the very next Metadata request.
                 continue
             self._retire_connection(conn, CloseReason.NOT_ADOPTED)
+
+    def on_addresses_resolved(self, host: str, addresses: frozenset[str]) -> None:
+        """Rule (h2): close every READY or DRAINING connection to ``host`` established to an
+        address the name no longer resolves to (``addresses`` empty: to nothing), busy or
+        not, and hand its in-flight requests back to be placed again -- the path of a lost
+        connection (:meth:`close`). That address no longer belongs to this broker (a dark
+        pod never answers, a reused IP is another host): waiting for its replies only waits
+        out ``request_timeout_ms``. Today's clients do the same after that timeout (they
+        close the connection and retry its requests), so no delivery guarantee changes, only
+        when the retry happens. A connection whose address the driver never said (None) is
+        left alone: nothing says it is stale."""
+        for conn in self.table.records():
+            if (
+                conn.state in (ConnState.READY, ConnState.DRAINING)
+                and conn.address is not None
+                and conn.address not in addresses
+                and conn.key.endpoint.host == host
+            ):
+                self.close(conn, CloseReason.STALE_ADDRESS)
 
     def _identity(self, conn: Connection, md: ClusterMetadata) -> int | None:
         """The broker a bootstrap connection may be adopted as, or None.

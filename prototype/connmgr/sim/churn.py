@@ -1,6 +1,7 @@
 """Churn scenarios: a cluster and a group that change under a running client for an hour --
 a rolling restart, a partition reassignment, consumer-group rebalances -- and a client that
-lives a few milliseconds.
+lives a few milliseconds; and a restart that gives each broker's pod a new IP under its
+DNS name (``ip-change``, the one scenario whose hosts are names, not literal addresses).
 
 They register into :data:`~connmgr.sim.scenarios.SCENARIOS` when :mod:`connmgr.sim` is
 imported (this module imports the registry, never the other way round). Every cluster is
@@ -18,9 +19,10 @@ import functools
 from collections.abc import Mapping, Sequence
 
 from connmgr.core.config import ClientKind
-from connmgr.core.endpoint import parse_bootstrap
+from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.core.metadata import TopicPartition
 from connmgr.errors import ConfigError
+from connmgr.seeding import derive_rng
 from connmgr.sim.cluster import ClusterModel, build_cluster
 from connmgr.sim.scenarios import (
     COMMON,
@@ -49,10 +51,14 @@ CLIENTS = ("consumer", "producer", "transactional")
 transaction every 10 s, as ``txn-producer``)."""
 
 
-def _cluster(p: Mapping[str, ParamValue], leaders: Sequence[int]) -> ClusterModel:
+def _cluster(
+    p: Mapping[str, ParamValue],
+    leaders: Sequence[int],
+    endpoints: Mapping[int, Endpoint] | None = None,
+) -> ClusterModel:
     n = int_param(p, "brokers")
     return build_cluster(
-        localhost_brokers(range(1, n + 1), 9092),
+        endpoints or localhost_brokers(range(1, n + 1), 9092),
         {TOPIC: leaders},
         {GROUP: min(GROUP_COORDINATOR, n)},
         txn_coordinators={TRANSACTIONAL_ID: min(TXN_COORDINATOR, n)},
@@ -168,6 +174,58 @@ def rolling_restart(p: Mapping[str, ParamValue]) -> ScenarioSpec:
         election_ms=num_param(p, "election_ms"),
     )
     cluster = _cluster(p, [1 + i % n for i in range(count)])
+    return _spec(p, cluster, choice_param(p, "client", CLIENTS), changes)
+
+
+# --- ip-change ---------------------------------------------------------------------------
+
+
+def pod_address(broker_id: int, generation: int) -> str:
+    """The address of ``broker_id``'s pod after ``generation`` restarts."""
+    return f"10.0.{generation}.{broker_id}"
+
+
+def _replace_pod(broker_id: int, sim: Simulator) -> None:
+    sim.cluster.replace_pod(broker_id)
+
+
+def _pod_back(broker_id: int, address: str, sim: Simulator) -> None:
+    sim.cluster.pod_back(broker_id, address)
+
+
+def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
+    """Brokers 1..N on Kubernetes, each at its own DNS name ``kafka-<id>.kafka:9092``,
+    their pods restarted in turn: as ``rolling-restart``, but the old pod's address goes
+    dark instead of resetting its sockets (a socket to it gets no reply: a request on it
+    waits out ``request_timeout_ms``, then the client drops the socket), the name resolves
+    to nothing while the broker is down, and the new pod comes back ``down_ms`` later under
+    the same name at a new address; a preferred-leader election ``election_ms`` after that
+    gives everything back to it. The client re-resolves each name it dialled every
+    ``dns_ttl_ms`` (0: only when it dials), each name's cached answer expiring at its own
+    phase in that period (drawn from the seed). Partition i is led by broker 1 + i mod N."""
+    n = _brokers(p, 2)
+    count = int_param(p, "partitions") or n
+    endpoints = {i: Endpoint(f"kafka-{i}.kafka", 9092) for i in range(1, n + 1)}
+    cluster = _cluster(p, [1 + i % n for i in range(count)], endpoints)
+    cluster.dns = {endpoints[i].host: pod_address(i, 0) for i in endpoints}
+    ttl = num_param(p, "dns_ttl_ms")
+    cluster.dns_ttl_ms = ttl if ttl > 0 else None
+    phases = derive_rng(int_param(p, "seed"), "dns")
+    cluster.dns_phase_ms = {host: phases.uniform(0, ttl) for host in sorted(cluster.dns)}
+    start, interval = num_param(p, "restart_at_ms"), num_param(p, "restart_interval_ms")
+    down, election = _positive(p, "down_ms"), num_param(p, "election_ms")
+    if interval < down + election:
+        raise ConfigError(
+            "restart_interval_ms must be >= down_ms + election_ms (one broker at a time)"
+        )
+    changes: list[Change] = []
+    for k, broker_id in enumerate(range(1, n + 1)):
+        at = start + k * interval
+        changes += [
+            (at, functools.partial(_replace_pod, broker_id)),
+            (at + down, functools.partial(_pod_back, broker_id, pod_address(broker_id, 1))),
+            (at + down + election, _elect_preferred),
+        ]
     return _spec(p, cluster, choice_param(p, "client", CLIENTS), changes)
 
 
@@ -293,6 +351,26 @@ register(
             "election_ms": 30_000,
         },
         rolling_restart,
+    )
+)
+register(
+    Scenario(
+        "ip-change",
+        "every broker's pod restarted in turn under its DNS name with a new IP (the old "
+        "address goes dark, down 10 s, every 2 min; names re-resolved every 5 s); "
+        "client=consumer|producer|transactional",
+        {
+            **_CHURN,
+            "partitions": 0,
+            "client": "consumer",
+            "restart_at_ms": 5 * MINUTE,
+            "restart_interval_ms": 2 * MINUTE,
+            "down_ms": 10_000,
+            "election_ms": 30_000,
+            # The answer's TTL: CoreDNS kubernetes plugin default ttl 5 (seconds).
+            "dns_ttl_ms": 5_000,
+        },
+        ip_change,
     )
 )
 register(

@@ -26,6 +26,9 @@ class ClientTimings:
     auto_commit_interval_ms: int = 5_000
     fetch_max_wait_ms: int = 500
     send_interval_ms: int = 1_000
+    request_timeout_ms: int = 30_000
+    """How long a request waits for an answer before the client drops its connection (the
+    Java clients' default; only sockets to an address that stopped answering wait it out)."""
 
 
 class ClientModel:

@@ -13,6 +13,13 @@ that matters for safety:
   cluster's own random source;
 * an endpoint nobody advertises refuses, and so does a broker that is down.
 
+Names. Hosts are literal addresses unless the cluster has a name table (:attr:`ClusterModel.dns`,
+empty but for the ``ip-change`` scenario): there a broker's host is a DNS name that resolves
+to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a broker's pod the
+Kubernetes way -- the old address stops answering (no reset: a socket to it just gets no
+reply), the name resolves to nothing while the broker is down, then to a new address. The
+client resolves a name when it dials it and again every :attr:`ClusterModel.dns_ttl_ms`.
+
 A client that re-labels a socket (for example, adopts a bootstrap connection as broker X's)
 keeps whatever backend the socket reached; the simulator records that backend for every
 request, so misrouting is visible, not assumed away.
@@ -59,6 +66,19 @@ class ClusterModel:
     """Brokers confirm their id on each new connection (an identity check this
     proposal would add to the protocol); no release does."""
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    dns: dict[str, str | None] = field(default_factory=dict)
+    """Host name -> the address it resolves to now (None: no record). A host not listed is
+    a literal address, which the simulator never reports as resolved."""
+    dns_ttl_ms: float | None = None
+    """How often the client re-resolves each name it has dialled (the answer's TTL, as a
+    caching resolver honours it); None: only when it dials."""
+    dns_phase_ms: dict[str, float] = field(default_factory=dict)
+    """Host name -> when in each ``dns_ttl_ms`` period its cached answer expires (ms past a
+    multiple of the TTL; 0 if not listed): the answer a client first gets may have any part
+    of its TTL left, so the re-resolutions need not fall on the cluster's change times."""
+    dark: set[str] = field(default_factory=set)
+    """Addresses that stopped answering (a replaced pod's): requests on a socket to one
+    get no reply."""
     _moved: dict[TopicPartition, int] = field(default_factory=dict)
     _coordinator_moved: dict[str, int] = field(default_factory=dict)
     _txn_moved: dict[str, int] = field(default_factory=dict)
@@ -138,6 +158,13 @@ class ClusterModel:
             return None
         return live[0] if len(live) == 1 else live[self.rng.randrange(len(live))]
 
+    def lookup(self, host: str) -> frozenset[str] | None:
+        """What ``host`` resolves to now, or None for a literal address (not in :attr:`dns`)."""
+        if host not in self.dns:
+            return None
+        address = self.dns[host]
+        return frozenset() if address is None else frozenset({address})
+
     def rtt(self, broker_id: int) -> float:
         return self.brokers[broker_id].rtt_ms
 
@@ -188,6 +215,25 @@ class ClusterModel:
     def move_endpoint(self, broker_id: int, endpoint: Endpoint) -> None:
         self.brokers[broker_id].endpoint = endpoint
         self._reindex()
+
+    def replace_pod(self, broker_id: int) -> None:
+        """The pod of ``broker_id`` is gone: its address goes dark (sockets to it stay open
+        but get no reply), its name resolves to nothing, and the broker is down (its
+        partitions and coordinators move, :meth:`set_down`). :meth:`pod_back` ends it."""
+        host = self.brokers[broker_id].endpoint.host
+        old = self.dns.get(host)
+        if old is None:
+            raise ConfigError(f"broker {broker_id}'s host {host!r} has no address to lose")
+        self.dark.add(old)
+        self.dns[host] = None
+        self.set_down(broker_id)
+
+    def pod_back(self, broker_id: int, address: str) -> None:
+        """The new pod of ``broker_id`` is up at ``address``, under the same name."""
+        if address in self.dark:
+            raise ConfigError(f"address {address} belonged to a replaced pod")
+        self.dns[self.brokers[broker_id].endpoint.host] = address
+        self.set_up(broker_id)
 
     def move_coordinator(self, group: str, broker_id: int) -> None:
         self._check_ids([broker_id], f"new coordinator of {group!r}")

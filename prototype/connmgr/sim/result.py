@@ -70,6 +70,11 @@ class RunResult:
     needed_conn_ids: list[int] | None
     steady_conn_ids: list[int]
     conn_records: list[ConnRecord] = field(default_factory=list)
+    stale_waits: int | None = None
+    """Requests that waited on a socket to an address that stopped answering (a replaced
+    pod's), or None when the cluster's hosts are literal addresses (no name can go stale)."""
+    stale_wait_ms: float | None = None
+    """The ms those requests waited there (None as :attr:`stale_waits`)."""
 
     @property
     def opened(self) -> int:
@@ -167,7 +172,11 @@ class RunResult:
             "leaked": self.leaked,
             "events": self.events,
             "wall_s": round(self.wall_s, 4),
-        }
+        } | (
+            {}
+            if self.stale_waits is None or self.stale_wait_ms is None
+            else {"stale_waits": self.stale_waits, "stale_wait_ms": round(self.stale_wait_ms, 3)}
+        )
 
     def as_json(self) -> dict[str, Any]:
         data = self.summary()

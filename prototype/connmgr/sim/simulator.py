@@ -19,6 +19,7 @@ from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.driver import EventPump
 from connmgr.core.events import (
+    AddressesResolved,
     AnyNodeRequestNeeded,
     Api,
     BootstrapRequested,
@@ -59,6 +60,10 @@ class SimConn:
     open: bool = True
     last_active: float = 0.0
     in_flight: set[int] = field(default_factory=set)
+    address: str | None = None
+    """The address the dial resolved the host to (None: a literal host)."""
+    unanswered: dict[int, float] = field(default_factory=dict)
+    """Request id -> when it was sent, for requests its dark address will never answer."""
 
 
 class Simulator:
@@ -100,6 +105,12 @@ class Simulator:
         self._metadata_answers = 0
         self.client_closed = False
         """The client closed before the run's end (a short-lived client)."""
+        self.stale_waits = 0
+        """Requests that waited on a socket to an address that stopped answering."""
+        self.stale_wait_ms = 0.0
+        """The ms they waited there, until their request timeout or the socket's close."""
+        self._resolved: dict[str, frozenset[str]] = {}
+        """What each name resolved to when last reported to the policy."""
         for at, change in changes or []:
             self.at(at, functools.partial(change, self))
         self.client = make_client(self)
@@ -228,8 +239,38 @@ class Simulator:
             self._wake_at = None
             self.deliver(TimePassed())
 
+    def _report_resolution(self, host: str) -> frozenset[str] | None:
+        """Resolve ``host`` (None: a literal address) and tell the policy if the answer
+        differs from the one it heard last."""
+        addresses = self.cluster.lookup(host)
+        if addresses is not None and self._resolved.get(host) != addresses:
+            self._resolved[host] = addresses
+            self.deliver(AddressesResolved(host, addresses))
+        return addresses
+
+    def _re_resolve(self, host: str) -> None:
+        """The TTL of ``host``'s last answer ran out: resolve it again (reported only if the
+        answer changed), and again one TTL later, for as long as the client lives."""
+        ttl = self.cluster.dns_ttl_ms
+        if self.client_closed or ttl is None:
+            return
+        self._report_resolution(host)
+        self.after(ttl, functools.partial(self._re_resolve, host))
+
     def connect(self, conn_id: int, key: ConnectionKey) -> None:
         backend = self.cluster.resolve(key)
+        host = key.endpoint.host
+        addresses = None
+        if self.cluster.dns:
+            first = host not in self._resolved
+            addresses = self._report_resolution(host)
+            ttl = self.cluster.dns_ttl_ms
+            if first and addresses is not None and ttl is not None:
+                # The cached answer expires at the name's phase, then every TTL.
+                left = ttl - (self.now - self.cluster.dns_phase_ms.get(host, 0.0)) % ttl
+                self.after(left, functools.partial(self._re_resolve, host))
+        if addresses is not None and not addresses:
+            backend = None  # the name resolves to nothing: the dial fails
         bid = key.broker_id
         placed = (
             None
@@ -239,6 +280,8 @@ class Simulator:
         record = ConnRecord(conn_id, key, backend, self.now, dialled_at=placed)
         self.conn_records.append(record)
         conn = SimConn(conn_id, key, backend, record, last_active=self.now)
+        if addresses:
+            conn.address = min(addresses)
         self._conns[conn_id] = conn
         self.ledger.opened(self.now, conn_id, key, backend)
         if backend is None:
@@ -257,7 +300,7 @@ class Simulator:
             self.ledger.established(self.now, conn.conn_id)
             self._schedule_reap(conn)
             confirmed = conn.backend if self.cluster.confirms_identity else None
-            self.deliver(ConnectionEstablished(conn.conn_id, confirmed))
+            self.deliver(ConnectionEstablished(conn.conn_id, confirmed, conn.address))
         else:
             conn.open = False
             conn.record.closed_ms = self.now
@@ -302,11 +345,18 @@ class Simulator:
         delay = max(MIN_LATENCY_MS, self.cluster.rtt(backend))
         if req.api is Api.FETCH:
             delay += self.client.timings.fetch_max_wait_ms
-        self.at(self.now + delay, lambda: self._respond(conn, rid, ok))
+        sent = self.now
+        self.at(self.now + delay, lambda: self._respond(conn, rid, ok, sent))
 
-    def _respond(self, conn: SimConn, rid: int, routed_ok: bool) -> None:
+    def _respond(self, conn: SimConn, rid: int, routed_ok: bool, sent: float) -> None:
         if not conn.open or rid not in conn.in_flight:
             return  # the connection went away: the policy re-sends the request
+        if conn.address is not None and conn.address in self.cluster.dark:
+            # Nobody answers at that address any more: the request waits out its timeout.
+            conn.unanswered[rid] = sent
+            timeout = self.client.timings.request_timeout_ms
+            self.at(sent + timeout, lambda: self._timed_out(conn, rid))
+            return
         conn.in_flight.discard(rid)
         conn.last_active = self.now
         req = self._requests.pop(rid)
@@ -327,10 +377,28 @@ class Simulator:
             return self.cluster.coordinator_of(req.coordinator) == backend
         return all(self.cluster.leader(tp) == backend for tp in req.partitions)
 
+    def _timed_out(self, conn: SimConn, rid: int) -> None:
+        """Request ``rid`` got no answer within ``request_timeout_ms``: the client drops
+        the connection (Java's NetworkClient and aiokafka both do), failing whatever it
+        held; the policy hears it as a closed connection and re-sends those requests."""
+        if conn.open and rid in conn.in_flight:
+            self._end_unanswered(conn)
+            self.peer_close(conn, "request_timeout")
+
+    def _end_unanswered(self, conn: SimConn) -> None:
+        """The requests waiting on ``conn`` for an answer that never comes stop waiting (one
+        whose answer was not yet due has not waited for nothing: it is not counted)."""
+        for sent in conn.unanswered.values():
+            self.stale_waits += 1
+            self.stale_wait_ms += self.now - sent
+        conn.unanswered.clear()
+
     def close(self, conn_id: int, reason: CloseReason) -> None:
         if conn_id in self._severed:
             return  # already reset by the peer; the policy hears of it next
         conn = self._conns.pop(conn_id)
+        if conn.unanswered:
+            self._end_unanswered(conn)
         conn.open = False
         conn.record.closed_ms = self.now
         conn.record.close_reason = reason.value
@@ -376,8 +444,8 @@ class Simulator:
 
     def _reap(self, conn: SimConn) -> None:
         idle = self.cluster.broker_idle_ms
-        if not conn.open or idle is None:
-            return
+        if not conn.open or idle is None or conn.address in self.cluster.dark:
+            return  # (a replaced pod's socket: nobody is left to reap it)
         if conn.in_flight:
             self.at(self.now + idle, lambda: self._reap(conn))
             return
@@ -434,7 +502,7 @@ class Simulator:
         needed_ids = None if needed is None else sorted(needed)
         self.close_client()
         leaked = self.open_connections()
-        return RunResult.build(
+        result = RunResult.build(
             self,
             counts=counts,
             steady=steady_keys,
@@ -443,3 +511,7 @@ class Simulator:
             leaked=len(leaked),
             wall_s=time.perf_counter() - started,
         )
+        if self.cluster.dns:
+            result.stale_waits = self.stale_waits
+            result.stale_wait_ms = self.stale_wait_ms
+        return result
