@@ -4,9 +4,10 @@ match the raw results they were computed from.
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
 grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0,
 librdkafka) on the embedded cluster, A/B throughput, TLS and SASL on a real KRaft cluster,
-pytest-benchmark suites, the linger stage, the property stage (the quick grid searches the three quickest mutants;
-tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
-sweep, the fleet view and the comparison. It shares the session's SparkSession.
+pytest-benchmark suites, the linger stage, the property stage (the quick grid searches the
+three quickest mutants; tests/properties/test_mutants_caught.py searches every one with the
+same code), the Spark sweep, the fleet view and the comparison. It shares the session's
+SparkSession.
 """
 
 from __future__ import annotations

@@ -101,6 +101,9 @@ def run_one(run: LingerRun) -> dict[str, Any]:
         "steady": counts.steady,
         "peak": counts.peak,
         "misrouted": int(result.misrouted),
+        # Only where the cluster has DNS names (ip-change): ms requests waited on a socket
+        # to an address the broker had left, until its timeout or the policy's retirement.
+        "stale_wait_ms": result.stale_wait_ms,
         "socket_s_per_h": sum(life.per_hour(life.socket_seconds).values()),
         "handshakes_per_h": sum(life.per_hour(life.handshakes).values()),
     }
@@ -132,6 +135,8 @@ class LingerPoint:
     steady: float
     misrouted: int
     repeats: int
+    stale_wait_ms: float | None = None
+    """Median ms requests waited on sockets to a stale address (None: no DNS names)."""
 
     @property
     def setting(self) -> str:
@@ -165,9 +170,15 @@ def linger_points(found: Mapping[str, Any]) -> list[LingerPoint]:
                 statistics.median(r["steady"] for r in runs),
                 sum(r["misrouted"] for r in runs),
                 len(runs),
+                _median_or_none([r.get("stale_wait_ms") for r in runs]),
             )
         )
     return points
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 _S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
@@ -180,6 +191,7 @@ LINGER_COLUMNS = (
     ("opened", _D),
     ("steady", _D),
     ("misrouted", _L),
+    ("stale_wait_ms", _D),
     ("repeats", _L),
 )
 
@@ -199,7 +211,9 @@ def linger_table(found: Mapping[str, Any]) -> Table:
         "client-hour (each one TCP handshake, and a TLS/SASL exchange on a secured "
         "listener). Linger applies only to connections nothing needs any more (a leader "
         "that moved away, the bootstrap connection, a lookup's broker): where a scenario's "
-        "rows do not move with it, nothing became unneeded there.",
+        "rows do not move with it, nothing became unneeded there. `stale_wait_ms` (only where "
+        "the cluster has DNS names, `ip-change`): ms requests waited on sockets to an address "
+        "the broker had left, until a request timeout or the proposal's retirement of it.",
         LINGER_COLUMNS,
         [{**asdict(p), "setting": p.setting} for p in points],
     )

@@ -173,7 +173,7 @@ NAMED = (
 )
 
 
-CHURN = ("rolling-restart", "reassignment", "rebalance", "short-lived")
+CHURN = ("rolling-restart", "reassignment", "rebalance", "short-lived", "ip-change")
 """The churn scenarios of the simulated grid (``connmgr.sim.churn``)."""
 
 LINGER_SHOWN = (

@@ -239,7 +239,8 @@ def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
         "handshake-price",
         "The simulated clients' handshakes, priced at the measured SASL_SSL cost",
         "Per kind and policy, the mean over the runs (each one client over its simulated "
-        "horizon, scaled to an hour) of the handshakes per client-hour, and their price at the TLS stage's "
+        "horizon, scaled to an hour) of the handshakes per client-hour, and their price at "
+        "the TLS stage's "
         f"{PRICED} calibration: `broker_cpu_ms_per_h` at {cost.broker_cpu_ms or 0:.1f} ms of "
         "broker CPU a handshake, `setup_ms_per_h` at "
         f"{cost.time_ms(PRICE_RTT_MS, include_tcp=True):.1f} ms of client time a handshake "
