@@ -109,6 +109,36 @@ def _split(scenario: str, settings: Mapping[str, str]) -> tuple[dict[str, str], 
     return rest, run_options
 
 
+def _life_plan(
+    spec: ScenarioSpec,
+    options: Mapping[str, int],
+    policy_settings: Mapping[str, str],
+    *,
+    shared: bool,
+) -> LifePlan | None:
+    """The scaled life the run options ask for (None: none), checked against the scenario:
+    producer or consumer, and a rolling restart only of an embedded cluster it fits."""
+    idle = policy_config(spec, policy_settings).connections_max_idle_ms
+    life = LifePlan.from_options(options, idle)
+    if life is None:
+        return None
+    if spec.transactional_id is not None:
+        raise ConfigError("a scaled life runs producer and consumer scenarios")
+    if life.rolling_restart:
+        if shared:
+            raise ConfigError("rolling_restart=1 restarts the embedded cluster's brokers only")
+        check_fits(len(spec.cluster.brokers), life.life_s, life.down_ms)
+    return life
+
+
+def check_life_settings(scenario: str, settings: Mapping[str, str]) -> LifePlan | None:
+    """What :func:`run_real` would decide about a life on the embedded cluster with these
+    ``--set`` settings, without running it: a :class:`ConfigError` if it cannot run."""
+    rest, options = _split(scenario, settings)
+    spec, policy_settings, _ = prepare(scenario, rest)
+    return _life_plan(spec, options, policy_settings, shared=False)
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """One real run, decided: what runs where, with which settings."""
@@ -153,15 +183,8 @@ async def run_real(
     unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
     if unknown:
         raise ConfigError(f"options {sorted(unknown)} cannot be set on a real client")
-    idle = policy_config(spec, policy_settings).connections_max_idle_ms
-    life = LifePlan.from_options(options, idle)
+    life = _life_plan(spec, options, policy_settings, shared=cluster is not None)
     if life is not None:
-        if spec.transactional_id is not None:
-            raise ConfigError("a scaled life runs producer and consumer scenarios")
-        if life.rolling_restart:
-            if cluster is not None:
-                raise ConfigError("rolling_restart=1 restarts the embedded cluster's brokers only")
-            check_fits(len(spec.cluster.brokers), life.life_s, life.down_ms)
         policy_settings = {**policy_settings, **life.policy_settings(client, policy_settings)}
     plan = RunPlan(
         scenario,
