@@ -183,14 +183,15 @@ def life_cost_rows(
     baseline: str,
     mine: Mapping[str, Any],
     theirs: Mapping[str, Any],
+    margins: Mapping[str, float] = LIFE_COST_MARGIN,
 ) -> list[dict[str, Any]]:
     """The ``life-costs`` rows of one (point, baseline): each life metric whose proposed
     median (``mine``, keyed by the life columns) is above the baseline's (``theirs``) by
-    more than :data:`LIFE_COST_MARGIN`, with the roles whose figure is higher."""
+    more than ``margins[metric]``, with the roles whose figure is higher."""
     rows = []
     for metric in LIFE_METRICS:
         a, b = mine.get(metric), theirs.get(metric)
-        if a is None or b is None or a - b <= LIFE_COST_MARGIN[metric]:
+        if a is None or b is None or a - b <= margins[metric]:
             continue
         where = []
         for role in ROLES:
