@@ -296,7 +296,6 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     for entry in values["linger"]["scenarios"]:
         _check_linger_entry(source, entry)
     _check_fleet(source, values["fleet"])
-    _check_life(source, values["life"])
     need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
     need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])
     if "proposed" not in values["sim"]["policies"]:
@@ -310,6 +309,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")
+    _check_life(source, values["life"])
 
 
 def _check_linger_entry(source: Path, entry: str) -> None:
