@@ -122,6 +122,21 @@ class Life:
         scale = HOUR_S / self.horizon_s if self.horizon_s > 0 else 0.0
         return {role: value * scale for role, value in values.items()}
 
+    def scaled(self, time_scale: float) -> Life:
+        """The life this one stands for when each of its seconds represents ``time_scale``
+        seconds (a scaled-life real run, :mod:`connmgr.realrun.life`): horizon and
+        socket-seconds stretched by ``time_scale``, handshakes as they are (a handshake is
+        one, however long the second it happened in). So :meth:`per_hour` of the result is
+        per *represented* client-hour: socket-seconds per hour unchanged, handshakes per hour
+        divided by ``time_scale``."""
+        if time_scale <= 0:
+            raise ValueError(f"time_scale={time_scale!r}: must be > 0")
+        return Life(
+            self.horizon_s * time_scale,
+            {role: s * time_scale for role, s in self.socket_seconds.items()},
+            dict(self.handshakes),
+        )
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Life:
         """The inverse of :meth:`as_json` (up to its rounding)."""

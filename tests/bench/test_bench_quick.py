@@ -212,3 +212,19 @@ def test_the_quick_report_regenerates_every_rfc_figure(
     assert rfc.differences(filled, quick.run_dir) == []
     mutants = len(quick_grid.get("properties", "mutants"))
     assert f"<!--v:mutants.count-->{mutants}<!--/v-->" in filled
+
+
+def test_the_life_stage_measured_every_client_and_the_headline_shows_them(
+    quick: BenchOutcome, quick_grid: Grid
+) -> None:
+    life = quick_grid.values["life"]
+    rows = table(quick, "real-life")
+    assert {(r["scenario"], r["client"]) for r in rows} == {
+        (s, c) for s in life["scenarios"] for c in life["clients"]
+    }
+    assert all(r["socket_s_per_h"] > 0 and r["handshakes_per_h"] > 0 for r in rows)
+    headline = [r for r in table(quick, "headline") if r["kind"] == "real-life"]
+    assert {r["baseline"] for r in headline} == set(life["clients"]) - {"proposed"}
+    assert all(r["socket_s_per_h_ratio"] is not None for r in headline)
+    assert "real-life" in quick.report.read_text()
+    assert "life" in quick.stage_seconds

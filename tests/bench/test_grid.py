@@ -77,6 +77,16 @@ connections = 2
 starts = 1
 java = 0
 
+[life]
+scenarios = ["big-producer brokers=3"]
+clients = ["proposed", "aiokafka"]
+life_s = 10
+time_scale = 60
+records = 10
+repeats = 1
+concurrency = 2
+seed = 0
+
 [properties]
 baselines = ["java-today"]
 examples = 5

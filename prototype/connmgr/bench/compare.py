@@ -46,7 +46,7 @@ from connmgr.bench.page import (
     render_index,
     what_ran_markdown,
 )
-from connmgr.bench.summaries import Regression, regressions_of
+from connmgr.bench.summaries import BaselineHeadline, Regression, regressions_of
 from connmgr.bench.table import Table, TableFiles, write_table
 from connmgr.errors import ConfigError
 
@@ -129,6 +129,8 @@ def run_comparison(
     extra_sections: Sequence[tuple[str, str]] = (),
     extra_tables: Sequence[Table] = (),
     extra_plots: Sequence[ExtraPlot] = (),
+    extra_headline: Sequence[BaselineHeadline] = (),
+    extra_life_costs: Sequence[Mapping[str, Any]] = (),
     regenerate: str | None = None,
 ) -> Comparison:
     """Compare the proposal with every baseline over ``run_dir``'s results and write the
@@ -141,6 +143,8 @@ def run_comparison(
     regenerate"; ``extra_tables`` are written and shown with the others (the property,
     linger and fleet stages'); ``extra_plots`` are drawn after the others (the linger and
     fleet stages');
+    ``extra_headline`` are headline rows and ``extra_life_costs`` ``life-costs`` rows from
+    elsewhere (the real clients' scaled lives, :mod:`connmgr.bench.life`);
     ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` decide the exit status."""
@@ -170,7 +174,7 @@ def run_comparison(
 
     regressed = sorted(got.regressed, key=lambda r: (r.kind, r.scenario, r.point, r.baseline))
     regressions = tuple(regressions_of(regressed, tolerance))
-    headline = tables.headline_table(got.headline)
+    headline = tables.headline_table((*got.headline, *extra_headline))
     runs = tables.runs_table(got.meta)
     regressions_t = tables.regressions_table(regressions)
     decisions = tables.decision_table(micro)
@@ -179,7 +183,7 @@ def run_comparison(
         tables.sockets_table(got.comparison),
         tables.roles_table(got.roles),
         tables.life_table(got.roles),
-        tables.life_costs_table(got.comparison, got.roles),
+        tables.life_costs_table(got.comparison, got.roles, extra_life_costs),
         tables.brokers_table(got.brokers),
         tables.latency_table(got.comparison),
         tables.throughput_table(got.comparison),

@@ -1,7 +1,7 @@
 """The benchmark grid: ``benchmarks/grid.toml`` read, checked and expanded into points.
 
 A grid file has one section per kind of run (``sim``, ``real``, ``throughput``, ``micro``,
-``sweep``, ``linger``, ``fleet``, ``properties``) and a ``quick`` table of overrides
+``sweep``, ``linger``, ``fleet``, ``life``, ``properties``) and a ``quick`` table of overrides
 (``"section.key" = value``) that ``connmgr bench --quick`` applies. Lists are axes; the
 points of a section are the cross product of its axes. Every mistake (unknown section or
 key, a wrong type, an empty axis, an unknown scenario, policy or client, a fleet that
@@ -95,6 +95,16 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "starts": (int, False),
         "java": (int, False),
     },
+    "life": {
+        "scenarios": (str, True),
+        "clients": (str, True),
+        "life_s": (int, False),
+        "time_scale": (int, False),
+        "records": (int, False),
+        "repeats": (int, False),
+        "concurrency": (int, False),
+        "seed": (int, False),
+    },
     "properties": {
         "baselines": (str, True),
         "examples": (int, False),
@@ -186,7 +196,11 @@ class Grid:
             f"fleet {self.get('fleet', 'clients'):,} clients x "
             f"{self.get('fleet', 'brokers'):,} brokers, {self.get('fleet', 'restarts')} "
             f"restarted; TLS {self.get('tls', 'connections')} handshakes x 3 protocols x "
-            f"{len(self.get('tls', 'rtt_ms'))} RTTs on {self.get('tls', 'brokers')} real brokers"
+            f"{len(self.get('tls', 'rtt_ms'))} RTTs on {self.get('tls', 'brokers')} real brokers; "
+            f"life {len(self.get('life', 'scenarios'))} scenarios x "
+            f"{len(self.get('life', 'clients'))} clients x {self.get('life', 'repeats')} "
+            f"repeats, {self.get('life', 'life_s')} s each at scale "
+            f"{self.get('life', 'time_scale')}"
             + (f"; {len(self.skipped)} impossible points skipped" if self.skipped else "")
         )
 
@@ -264,6 +278,7 @@ def _check(source: Path, key: str, value: Any, kind: type, is_axis: bool) -> Any
         raise GridError(f"{source}: {key} repeats a value: {value!r}")
     positive = {"brokers", "leaders", "topics", "bootstrap_size", "records", "rounds", "sizes"}
     positive |= {"repeats", "duration_ms", "examples", "steps", "mutant_examples", "workers"}
+    positive |= {"life_s", "time_scale", "concurrency"}
     if key.rsplit(".", 1)[-1] in positive and any(i < 1 for i in items):
         raise GridError(f"{source}: {key} = {value!r} must be >= 1")
     return list(items) if is_axis else value
@@ -304,6 +319,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")
+    _check_life(source, values["life"])
 
 
 def _check_tls(source: Path, tls: Mapping[str, Any]) -> None:
@@ -329,6 +345,36 @@ def _check_linger_entry(source: Path, entry: str) -> None:
         get_scenario(name).spec(params)
     except (ConfigError, UnknownName) as e:
         raise GridError(f"{source}: linger.scenarios {entry!r}: {e}") from e
+
+
+def _check_life(source: Path, values: Mapping[str, Any]) -> None:
+    """The ``[life]`` section's clients exist and include the proposal, and each scenario
+    entry is a scenario with parameters and run options it can be run with (a rolling
+    restart that fits the life)."""
+    from connmgr.bench.linger import parse_entry
+    from connmgr.realrun.run import RUN_OPTIONS, check_life_settings
+
+    bad = [c for c in values["clients"] if c not in REAL_CLIENTS and not _is_java(c)]
+    if bad or "proposed" not in values["clients"]:
+        raise GridError(
+            f"{source}: life.clients must include proposed and name only proposed, aiokafka, "
+            f"librdkafka or java-<kafka-clients version> (unknown: {bad})"
+        )
+    for entry in values["scenarios"]:
+        try:
+            name, params = parse_entry(entry)
+            rest = {k: v for k, v in params.items() if k not in RUN_OPTIONS}
+            get_scenario(name).spec(rest)
+            check_life_settings(
+                name,
+                {
+                    **params,
+                    "life_s": str(values["life_s"]),
+                    "time_scale": str(values["time_scale"]),
+                },
+            )
+        except (ConfigError, UnknownName) as e:
+            raise GridError(f"{source}: life.scenarios {entry!r}: {e}") from e
 
 
 def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:

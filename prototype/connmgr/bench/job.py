@@ -5,8 +5,9 @@
    throughput turns (``results/throughput.parquet``);
 3. the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
 4. TLS and SASL on a real KRaft cluster (``raw/tls.json``, :mod:`connmgr.bench.tls`);
-   the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
-5. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
+5. the real clients over a scaled life (``raw/life.json``, :mod:`connmgr.bench.life`);
+6. the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
+7. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
    kept as ``results/sweep.parquet``), the fleet view (``raw/fleet.json`` and
    ``raw/fleet.parquet``, :mod:`connmgr.bench.fleetview`) on the same session, then the
    comparison job, which writes the report.
@@ -323,7 +324,30 @@ def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> 
     return write_linger(values, meta, rows, raw)
 
 
-# --- 5. the fleet view (on Spark) -----------------------------------------------------------
+# --- 5. real clients over a scaled life ----------------------------------------------------
+
+
+def life_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
+    """Every ``[life]`` client through every scenario over a scaled life, several at once
+    in worker processes (:mod:`connmgr.bench.life`); written to ``raw/life.json``."""
+    from tqdm import tqdm
+
+    from connmgr.bench.life import plan as life_plan
+    from connmgr.bench.life import run_stage, write_life
+
+    values = grid.values["life"]
+    total = len(life_plan(values))
+    with tqdm(total=total, desc="life", unit="run", disable=not show, leave=True) as bar:
+
+        def progress(done: int, _total: int) -> None:
+            bar.n = done
+            bar.refresh()
+
+        rows = run_stage(values, progress)
+    return write_life(values, meta, rows, raw)
+
+
+# --- 6. the fleet view (on Spark) -----------------------------------------------------------
 
 
 def fleet_stage(spark: Any, grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
@@ -397,6 +421,7 @@ def run_bench(
     say("micro-benchmarks (pytest-benchmark) ...")
     stage("micro", lambda: run_micro(grid, raw / "micro" / "micro.json"))
     stage("linger", lambda: linger_stage(grid, meta, raw, show=show))
+    stage("life", lambda: life_stage(grid, meta, raw, show=show))
     say("property suite (examples, steps, mutants) ...")
     write_properties(
         stage("properties", lambda: property_results(grid.values["properties"], meta, show=show)),
@@ -472,6 +497,7 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
     from connmgr.bench.compare import ExtraPlot, run_comparison
     from connmgr.bench.fleet import restart_schedule
     from connmgr.bench.fleetreport import fleet_buckets, fleet_tables, read_fleet
+    from connmgr.bench.life import life_costs, life_headlines, read_life, real_life_table
     from connmgr.bench.plots import fleet_over_time, linger_tradeoff
 
     raw = run_dir / "raw"
@@ -495,6 +521,9 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
     tls = read_tls(raw)
     if tls is not None:
         tables.extend(tls_tables(tls, raw / "results"))
+    lived = read_life(raw)
+    if lived is not None:
+        tables.append(real_life_table(lived))
     fleet = read_fleet(raw)
     if fleet is not None:
         tables.extend(fleet_tables(fleet))
@@ -527,6 +556,8 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
         extra_sections=sections,
         extra_tables=tables,
         extra_plots=plots,
+        extra_headline=life_headlines(lived) if lived is not None else (),
+        extra_life_costs=life_costs(lived) if lived is not None else (),
         regenerate=_REGENERATE,
     )
     return comparison, problems

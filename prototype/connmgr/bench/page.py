@@ -134,15 +134,19 @@ def headline_markdown(headline: Table, decisions: Table, simulator: Table) -> st
             )
             if r[f"{m}_ratio"] is not None
         ]
-        said += ", ".join(
+        # Socket counts where the kind has them (a real client's scaled life has only its
+        # per-hour figures: its sockets at one instant say nothing about an hour).
+        sockets = (
             [
-                *life,
                 f"peak sockets {format_number(r['peak_ratio'])} "
                 f"(worst point {format_number(r['peak_ratio_worst'])})",
                 f"steady {format_number(r['steady_ratio'])}",
                 f"opened {format_number(r['opened_ratio'])}",
             ]
+            if r["peak_ratio"] is not None
+            else []
         )
+        said += ", ".join([*life, *sockets])
         for m, label in (
             ("ttfa_ms", "time to first ack"),
             ("ttfc_ms", "time to first consume"),

@@ -176,45 +176,70 @@ LIFE_COST_KINDS = ("sim",)
 run's horizon is seconds of start-up, where its sockets are already compared exactly."""
 
 
-def life_costs_table(comparison: Iterable[PairSummary], roles: Iterable[RoleSockets]) -> Table:
-    """Every (point, baseline, life metric) where the proposal's median per client-hour is
-    above the baseline's, with the roles that make the difference."""
-    by_role = {(r.kind, r.point, r.policy): r.life for r in roles}
+def life_cost_rows(
+    kind: str,
+    scenario: str,
+    point: str,
+    baseline: str,
+    mine: Mapping[str, Any],
+    theirs: Mapping[str, Any],
+    margins: Mapping[str, float] = LIFE_COST_MARGIN,
+) -> list[dict[str, Any]]:
+    """The ``life-costs`` rows of one (point, baseline): each life metric whose proposed
+    median (``mine``, keyed by the life columns) is above the baseline's (``theirs``) by
+    more than ``margins[metric]``, with the roles whose figure is higher."""
     rows = []
+    for metric in LIFE_METRICS:
+        a, b = mine.get(metric), theirs.get(metric)
+        if a is None or b is None or a - b <= margins[metric]:
+            continue
+        where = []
+        for role in ROLES:
+            x, y = mine.get(f"{metric}_{role}"), theirs.get(f"{metric}_{role}")
+            if x is not None and y is not None and x > y:
+                where.append(f"{role} +{x - y:,.4g}")
+        rows.append(
+            {
+                "kind": kind,
+                "scenario": scenario,
+                "point": point,
+                "baseline": baseline,
+                "metric": metric,
+                "proposed": a,
+                "baseline_value": b,
+                "excess": a - b,
+                "where": ", ".join(where) or "no single role",
+            }
+        )
+    return rows
+
+
+def life_costs_table(
+    comparison: Iterable[PairSummary],
+    roles: Iterable[RoleSockets],
+    extra: Iterable[Mapping[str, Any]] = (),
+) -> Table:
+    """Every (point, baseline, life metric) where the proposal's median per client-hour is
+    above the baseline's, with the roles that make the difference; ``extra`` are rows of
+    :func:`life_cost_rows` from elsewhere (the real clients' scaled lives)."""
+    by_role = {(r.kind, r.point, r.policy): r.life for r in roles}
+    rows = list(extra)
     for pair in comparison:
         if pair.kind not in LIFE_COST_KINDS:
             continue
+        mine = dict(by_role.get((pair.kind, pair.point, PROPOSED), {}))
+        theirs = dict(by_role.get((pair.kind, pair.point, pair.baseline), {}))
         for metric in LIFE_METRICS:
-            s = pair.metrics[metric]
-            if s.proposed is None or s.baseline is None:
-                continue
-            if s.proposed - s.baseline <= LIFE_COST_MARGIN[metric]:
-                continue
-            mine = by_role.get((pair.kind, pair.point, PROPOSED), {})
-            theirs = by_role.get((pair.kind, pair.point, pair.baseline), {})
-            where = []
-            for role in ROLES:
-                a, b = mine.get(f"{metric}_{role}"), theirs.get(f"{metric}_{role}")
-                if a is not None and b is not None and a > b:
-                    where.append(f"{role} +{a - b:,.4g}")
-            rows.append(
-                {
-                    "kind": pair.kind,
-                    "scenario": pair.scenario,
-                    "point": pair.point,
-                    "baseline": pair.baseline,
-                    "metric": metric,
-                    "proposed": s.proposed,
-                    "baseline_value": s.baseline,
-                    "excess": s.proposed - s.baseline,
-                    "where": ", ".join(where) or "no single role",
-                }
-            )
+            # The pair's medians decide; the roles' medians say where.
+            mine[metric] = pair.metrics[metric].proposed
+            theirs[metric] = pair.metrics[metric].baseline
+        rows += life_cost_rows(pair.kind, pair.scenario, pair.point, pair.baseline, mine, theirs)
     return make_table(
         "life-costs",
         "Where the proposal costs more over a client's life",
-        "Every simulated point (one hour) and baseline where the proposal's median "
-        "socket-seconds (by more than one) or handshakes per client-hour is above the "
+        "Every simulated point (one hour), every real client's scaled life (kind "
+        "`real-life`: the `real-life` table's medians) and baseline where the proposal's "
+        "median socket-seconds (by more than one) or handshakes per client-hour is above the "
         "baseline's: `excess` is "
         "the difference, `where` the roles whose figure is higher (proposed - baseline). "
         "Not a regression rule: these are the costs the RFC's Costs section explains (a "

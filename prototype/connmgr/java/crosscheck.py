@@ -90,8 +90,11 @@ def cross_check(run: JavaRun[Any]) -> list[str]:
             f"{sorted(run.open_during_sample)} open while sampling"
         )
     if run.client == "producer":
-        if run.closed.records_acked != run.records_requested:
-            problems.append(f"records: {run.closed.records_acked} of {run.records_requested} acked")
+        # A living producer (--life-every-ms) sends more than it was asked to: every record
+        # it sent must be acked, and it must have sent the requested ones at least.
+        sent, acked = run.closed.records_sent, run.closed.records_acked
+        if acked != sent or sent < run.records_requested:
+            problems.append(f"records: {acked} of {sent} acked ({run.records_requested} requested)")
     elif run.closed.records_consumed != run.records_requested:
         problems.append(
             f"records: consumed {run.closed.records_consumed}, expected {run.records_requested}"

@@ -142,6 +142,7 @@ def run_probe(
     sample: Callable[[int], T],
     group: str | None = None,
     settle_ms: int = 1000,
+    life_every_ms: int = 0,
     wait_ms: int = 0,
     extra: Mapping[str, str] | None = None,
     log_path: Path | None = None,
@@ -155,7 +156,10 @@ def run_probe(
     Starts ``java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp ... connmgr.probe.Probe``
     as a ``client`` against ``bootstrap`` (producer: ``records`` records round-robin over
     ``partitions`` partitions of ``topic``, acks=all; consumer: group ``group`` reads ``records``
-    records and commits), waits for its steady line (after ``settle_ms``), calls
+    records and commits), waits for its steady line (after ``settle_ms``; with
+    ``life_every_ms`` the client keeps working through the settle -- a non-transactional
+    producer sends one more record, a consumer commits, every ``life_every_ms`` -- and the
+    producer flushes before its steady line, so every record sent is acknowledged), calls
     ``sample(pid)`` -- the caller's look at the JVM, e.g. :func:`kernel_sampler` -- then lets
     the probe close the client and waits for it to exit. With ``transaction`` the producer is
     transactional (see :class:`TransactionPlan`). ``extra`` settings are passed to the
@@ -198,6 +202,8 @@ def run_probe(
         str(settle_ms),
         "--wait-ms",
         str(wait_ms),
+        "--life-every-ms",
+        str(life_every_ms),
         "--log",
         str(log_path),
         "--log-level",

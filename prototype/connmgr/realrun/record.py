@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connmgr.core.policy import Policy
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, Life
+from connmgr.realrun.life import LifePlan
+from connmgr.realrun.restart import RestartEvent
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import run_spec
 from connmgr.sim.scenarios import ScenarioSpec
@@ -40,6 +42,24 @@ class RealRun:
     ttfc_ms: float | None = None
     """Consumer: ms from just before the client started to its first consumed record (Java,
     librdkafka: from just before the client was constructed); None for a producer."""
+    life: LifePlan | None = None
+    """A scaled life (``--set life_s=...``): the steady count is then at the life's end."""
+    client_config: dict[str, Any] = field(default_factory=dict)
+    """The connection timers the client was given, as it was given them (aiokafka keyword
+    arguments, Java or librdkafka settings); absent ones are the client's defaults."""
+    commit_failures: int = 0
+    """A living consumer's commits refused (a coordinator moving in a restart)."""
+    restarts: list[RestartEvent] = field(default_factory=list)
+    """The rolling restart's steps, on the run's clock (``rolling_restart=1``)."""
+
+    @property
+    def represented(self) -> Life | None:
+        """The life the run stands for: the ledger's life from the client's start to the
+        steady count (the end of the scaled life), scaled by ``time_scale``; None for a run
+        without a life."""
+        if self.life is None or "life" not in self.steady_summary:
+            return None
+        return Life.from_json(self.steady_summary["life"]).scaled(self.life.time_scale)
 
     @property
     def handshakes(self) -> int:
@@ -68,6 +88,17 @@ class RealRun:
             wall_s=round(self.wall_s, 3),
             choices=self.choices,
         )
+        represented = self.represented
+        if self.life is not None and represented is not None:
+            data["scaled_life"] = {
+                **self.life.as_json(),
+                "client_config": self.client_config,
+                "represented": represented.as_json(),
+                "socket_s_per_h": represented.per_hour(represented.socket_seconds),
+                "handshakes_per_h": represented.per_hour(represented.handshakes),
+                "commit_failures": self.commit_failures,
+                "restarts": [e.as_json() for e in self.restarts],
+            }
         return data
 
     def simulate(

@@ -9,6 +9,7 @@ simulator runs when a real run is compared with the model.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections import Counter
@@ -19,13 +20,15 @@ from connmgr.aio.dropin import POLICY_OPTION_NAMES
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import Role
-from connmgr.embedded import MockCluster
+from connmgr.embedded import CoordinatorKeyType, MockCluster
 from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger
 from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
 from connmgr.realrun.librdkafka import run_librdkafka
+from connmgr.realrun.life import LifePlan
 from connmgr.realrun.record import RealRun
+from connmgr.realrun.restart import check_fits, rolling_restart
 from connmgr.realrun.transactional import early_leader_dials, run_txn_producer
 from connmgr.realrun.workloads import (
     java_needs_compat,
@@ -36,7 +39,7 @@ from connmgr.realrun.workloads import (
 )
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import prepare
-from connmgr.sim.scenarios import ScenarioSpec, on_cluster
+from connmgr.sim.scenarios import ScenarioSpec, on_cluster, policy_config
 
 CLIENTS = ("aiokafka", "proposed", "java", "librdkafka")
 RUN_OPTIONS: dict[str, int] = {
@@ -44,11 +47,18 @@ RUN_OPTIONS: dict[str, int] = {
     "settle_ms": 4_000,
     "idempotent": 0,
     "transactions": 3,
+    "life_s": 0,
+    "time_scale": 1,
+    "rolling_restart": 0,
+    "down_ms": 3_000,
 }
 """Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
 workload before measuring the steady state, whether the producer is idempotent, and how
 many transactions a transactional producer splits its records into (one starting every
-``txn_interval_ms``, a scenario parameter)."""
+``txn_interval_ms``, a scenario parameter). A scaled life (:mod:`connmgr.realrun.life`):
+``life_s`` seconds of wall time after the workload (0: none, the settle instead), each
+standing for ``time_scale`` seconds; ``rolling_restart=1`` restarts every broker of the
+embedded cluster in turn during it, each down ``down_ms`` (wall)."""
 STOCK_OPTIONS = frozenset({"connections_max_idle_ms", "bootstrap_offset"})
 
 
@@ -99,6 +109,36 @@ def _split(scenario: str, settings: Mapping[str, str]) -> tuple[dict[str, str], 
     return rest, run_options
 
 
+def _life_plan(
+    spec: ScenarioSpec,
+    options: Mapping[str, int],
+    policy_settings: Mapping[str, str],
+    *,
+    shared: bool,
+) -> LifePlan | None:
+    """The scaled life the run options ask for (None: none), checked against the scenario:
+    producer or consumer, and a rolling restart only of an embedded cluster it fits."""
+    idle = policy_config(spec, policy_settings).connections_max_idle_ms
+    life = LifePlan.from_options(options, idle)
+    if life is None:
+        return None
+    if spec.transactional_id is not None:
+        raise ConfigError("a scaled life runs producer and consumer scenarios")
+    if life.rolling_restart:
+        if shared:
+            raise ConfigError("rolling_restart=1 restarts the embedded cluster's brokers only")
+        check_fits(len(spec.cluster.brokers), life.life_s, life.down_ms)
+    return life
+
+
+def check_life_settings(scenario: str, settings: Mapping[str, str]) -> LifePlan | None:
+    """What :func:`run_real` would decide about a life on the embedded cluster with these
+    ``--set`` settings, without running it: a :class:`ConfigError` if it cannot run."""
+    rest, options = _split(scenario, settings)
+    spec, policy_settings, _ = prepare(scenario, rest)
+    return _life_plan(spec, options, policy_settings, shared=False)
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """One real run, decided: what runs where, with which settings."""
@@ -111,6 +151,7 @@ class RunPlan:
     options: Mapping[str, int]
     verify: bool
     kafka_clients: str | None
+    life: LifePlan | None = None
 
 
 async def run_real(
@@ -142,8 +183,19 @@ async def run_real(
     unknown = set(policy_settings) - set(POLICY_OPTION_NAMES) - {"connections_max_idle_ms"}
     if unknown:
         raise ConfigError(f"options {sorted(unknown)} cannot be set on a real client")
+    life = _life_plan(spec, options, policy_settings, shared=cluster is not None)
+    if life is not None:
+        policy_settings = {**policy_settings, **life.policy_settings(client, policy_settings)}
     plan = RunPlan(
-        scenario, client, spec, dict(policy_settings), seed, options, verify_kernel, kafka_clients
+        scenario,
+        client,
+        spec,
+        dict(policy_settings),
+        seed,
+        options,
+        verify_kernel,
+        kafka_clients,
+        life,
     )
     if cluster is not None:
         return await _run_on(cluster, plan)
@@ -201,12 +253,51 @@ async def _run_on(backend: ClusterBackend, plan: RunPlan) -> RealRun:
         real_spec,
         idmap,
         policy_settings=plan.policy_settings,
+        life=plan.life,
     )
     bootstrap = ",".join(str(e) for e in real_spec.bootstrap)
     if real_spec.client is ClientKind.CONSUMER:
         await produce_fixture(bootstrap, real_spec, plan.options["records"])
     backend.clear_requests()
     started = time.perf_counter()
+    restart = _start_restart(backend, real_spec, plan, started, run)
+    try:
+        await _workload(backend, plan, run, bootstrap)
+    finally:
+        if restart is not None:
+            await restart  # every broker is up again before the run is over
+    run.wall_s = time.perf_counter() - started
+    run.requests = backend.requests()
+    return run
+
+
+def _start_restart(
+    backend: ClusterBackend, spec: ScenarioSpec, plan: RunPlan, started: float, run: RealRun
+) -> asyncio.Task[None] | None:
+    """The rolling restart of a life with ``rolling_restart=1``, as a task beside the
+    workload (every client's workload leaves the event loop free), or None."""
+    if plan.life is None or not plan.life.rolling_restart:
+        return None
+    if not isinstance(backend, MockBackend):
+        raise ConfigError("rolling_restart=1 restarts the embedded cluster's brokers only")
+    coordinators: dict[tuple[CoordinatorKeyType, str], int] = {}
+    if spec.group is not None:
+        coordinators[("group", spec.group)] = spec.cluster.coordinator(spec.group)
+    return asyncio.create_task(
+        rolling_restart(
+            backend.cluster,
+            spec.cluster.topics,
+            coordinators,
+            started=started,
+            life_s=plan.life.life_s,
+            down_ms=plan.life.down_ms,
+            events=run.restarts,
+        )
+    )
+
+
+async def _workload(backend: ClusterBackend, plan: RunPlan, run: RealRun, bootstrap: str) -> None:
+    real_spec = run.spec
     if plan.kafka_clients is not None:
         await run_java(run, backend, bootstrap, plan.options, plan.kafka_clients, plan.verify)
         if real_spec.offsets_group is not None and run.java_log is not None:
@@ -227,6 +318,3 @@ async def _run_on(backend: ClusterBackend, plan: RunPlan) -> RealRun:
         await run_producer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
     else:
         await run_consumer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
-    run.wall_s = time.perf_counter() - started
-    run.requests = backend.requests()
-    return run

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from connmgr.aio.dropin import POLICY_OPTION_NAMES, ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel
@@ -111,6 +112,48 @@ async def produce_fixture(bootstrap: str, spec: ScenarioSpec, records: int) -> N
         await producer.stop()
 
 
+async def live_producer(run: RealRun, producer: Any, clock: AckClock) -> None:
+    """The producer's scaled life (``run.life``): one record every ``every_ms`` of wall
+    time, round-robin over the scenario's partitions, for ``life_ms``; every one must be
+    acknowledged by the end (a send in flight through a broker restart is waited for)."""
+    assert run.life is not None
+    partitions = run.spec.cluster.partitions(run.spec.topics)
+    end = time.perf_counter() + run.life.life_ms / 1000.0
+    futures = []
+    i = run.records_sent
+    while (left := end - time.perf_counter()) > 0:
+        await asyncio.sleep(min(left, run.life.every_ms / 1000.0))
+        if time.perf_counter() >= end:
+            break
+        tp = partitions[i % len(partitions)]
+        futures.append(
+            clock.watch(await producer.send(tp.topic, f"r{i}".encode(), partition=tp.partition))
+        )
+        run.records_sent += 1
+        i += 1
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    run.records_acked += sum(1 for r in results if not isinstance(r, BaseException))
+
+
+async def live_consumer(run: RealRun, consumer: Any, take: Any) -> None:
+    """The consumer's scaled life (``run.life``): keep polling for ``life_ms`` (``take``
+    counts what arrives) and commit every ``every_ms``; a commit refused while its
+    coordinator moves is counted in ``run.commit_failures``, not fatal (the next one
+    goes to the new coordinator)."""
+    assert run.life is not None
+    end = time.perf_counter() + run.life.life_ms / 1000.0
+    every = run.life.every_ms / 1000.0
+    next_commit = time.perf_counter() + every
+    while (left := end - time.perf_counter()) > 0:
+        take(await consumer.getmany(timeout_ms=max(1, int(min(left, every) * 1000))))
+        if time.perf_counter() >= next_commit:
+            next_commit += every
+            try:
+                await consumer.commit()
+            except KafkaError:
+                run.commit_failures += 1
+
+
 async def measure_steady(
     run: RealRun, ledger: ConnectionLedger, cluster: ClusterBackend, settle_ms: int, verify: bool
 ) -> None:
@@ -139,6 +182,9 @@ async def run_producer(
 ) -> None:
     kwargs = client_kwargs(run.client, run.spec, policy_settings, run.seed)
     kwargs.update(bootstrap_servers=bootstrap, acks="all")
+    if run.life is not None:
+        kwargs.update(run.life.aiokafka_kwargs())
+    run.client_config = _given(kwargs)
     if options["idempotent"]:
         kwargs["enable_idempotence"] = True
     producer = new_producer(run.client, kwargs)
@@ -157,7 +203,10 @@ async def run_producer(
         results = await asyncio.gather(*futures, return_exceptions=True)
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
         run.ttfa_ms = elapsed_ms(started, clock.first)
-        await measure_steady(run, producer.ledger, cluster, options["settle_ms"], verify)
+        if run.life is not None:
+            await live_producer(run, producer, clock)
+        settle = 0 if run.life is not None else options["settle_ms"]
+        await measure_steady(run, producer.ledger, cluster, settle, verify)
     finally:
         await stop_client(run, producer, cluster, verify)
     if run.records_acked != run.records_sent:
@@ -180,6 +229,9 @@ async def run_consumer(
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
+    if run.life is not None:
+        kwargs.update(run.life.aiokafka_kwargs())
+    run.client_config = _given(kwargs)
     topics = run.spec.topics
     consumer: Any = (
         ProposedConsumer(*topics, **kwargs)
@@ -190,27 +242,42 @@ async def run_consumer(
     wanted = options["records"]
     seen: set[bytes] = set()
     started = time.perf_counter()
+
+    def take(batch: Mapping[Any, list[Any]]) -> None:
+        if run.ttfc_ms is None and any(batch.values()):
+            run.ttfc_ms = elapsed_ms(started, time.perf_counter())
+        for messages in batch.values():
+            for message in messages:
+                run.records_consumed += 1
+                if message.value in seen:
+                    run.duplicates += 1
+                seen.add(message.value)
+
     await consumer.start()
     try:
         deadline = time.monotonic() + 60
         while len(seen) < wanted and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=1000)
-            if run.ttfc_ms is None and any(batch.values()):
-                run.ttfc_ms = elapsed_ms(started, time.perf_counter())
-            for messages in batch.values():
-                for message in messages:
-                    run.records_consumed += 1
-                    if message.value in seen:
-                        run.duplicates += 1
-                    seen.add(message.value)
+            take(await consumer.getmany(timeout_ms=1000))
         await consumer.commit()
-        await measure_steady(run, consumer.ledger, cluster, options["settle_ms"], verify)
+        if run.life is not None:
+            await live_consumer(run, consumer, take)
+        settle = 0 if run.life is not None else options["settle_ms"]
+        await measure_steady(run, consumer.ledger, cluster, settle, verify)
     finally:
         await stop_client(run, consumer, cluster, verify)
     if len(seen) != wanted or run.duplicates:
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
         )
+
+
+_TIMERS = ("metadata_max_age_ms", "connections_max_idle_ms", "linger_ms")
+
+
+def _given(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection timers among an aiokafka client's keyword arguments: what a run
+    records as the configuration its client was given (absent: the client's default)."""
+    return {k: kwargs[k] for k in _TIMERS if k in kwargs}
 
 
 def _probe_ms(line: Mapping[str, Any], key: str) -> float | None:
@@ -262,6 +329,14 @@ async def run_java(
         "producer" if spec.client is ClientKind.PRODUCER else "consumer"
     )
     build = await asyncio.to_thread(build_probe, version)
+    extra = default_extra(version, kind)
+    settle_ms, every_ms, timeout_s = options["settle_ms"], 0, 120.0
+    if run.life is not None:
+        # The probe lives through its settle: records or commits every ``every_ms``.
+        extra.update(run.life.java_config())
+        settle_ms, every_ms = run.life.life_ms, run.life.every_ms
+        timeout_s += run.life.life_s
+    run.client_config = dict(extra)
     java = await asyncio.to_thread(
         functools.partial(
             run_probe,
@@ -272,8 +347,10 @@ async def run_java(
             partitions=len(spec.cluster.topics[spec.topics[0]]),
             records=options["records"],
             group=spec.group,
-            settle_ms=options["settle_ms"],
-            extra=default_extra(version, kind),
+            settle_ms=settle_ms,
+            life_every_ms=every_ms,
+            timeout_s=timeout_s,
+            extra=extra,
             sample=kernel_sampler(backend.endpoints()),
             verify=verify,
             transaction=(

@@ -53,7 +53,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       {@code --offsets-group} also sendOffsetsToTransaction (the offset of partition 0 of
  *       {@code --offsets-topic} for that group: the producer side of consume-transform-produce),
  *       commitTransaction; every record must be acked;</li>
- *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);</li>
+ *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);
+ *       with {@code --life-every-ms N} the client lives through the settle: a plain producer
+ *       sends one more record every N ms (round-robin, as above) and flushes at its end, so
+ *       every record is acked before the steady line; a consumer commits (commitAsync, as a
+ *       polling loop does) every N ms;</li>
  *   <li>print {@code {"phase":"steady",...}} with record counts, the client's own
  *       connection metrics and its start-up timings, then block until a line (or EOF) arrives
  *       on stdin, so the caller can inspect the process's sockets while the client sits in its
@@ -102,6 +106,8 @@ public final class Probe {
         long settleMs = 0;
         /** Wait after construction (and subscribe) before the first send or poll. */
         long waitMs = 0;
+        /** A scaled life: work every this many ms through the settle (0: idle settle). */
+        long lifeEveryMs = 0;
         String log;
         String logLevel = "TRACE";
         long timeoutMs = 60_000;
@@ -131,6 +137,7 @@ public final class Probe {
                     case "--group": a.group = value; break;
                     case "--settle-ms": a.settleMs = nonNegativeInt(flag, value); break;
                     case "--wait-ms": a.waitMs = nonNegativeInt(flag, value); break;
+                    case "--life-every-ms": a.lifeEveryMs = nonNegativeInt(flag, value); break;
                     case "--log": a.log = value; break;
                     case "--log-level": a.logLevel = value; break;
                     case "--timeout-ms": a.timeoutMs = positiveInt(flag, value); break;
@@ -312,7 +319,11 @@ public final class Probe {
                 throw new IllegalStateException("acked " + acked.get() + " of " + args.records
                         + " records; errors: " + sendErrors);
             }
-            Thread.sleep(args.settleMs);
+            if (args.lifeEveryMs > 0) {
+                liveProducer(producer);
+            } else {
+                Thread.sleep(args.settleMs);
+            }
             Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
             steadyThenWait(metrics);
             producer.close();
@@ -374,6 +385,29 @@ public final class Probe {
             return 0;
         }
 
+        /** The producer's life: a record every --life-every-ms through --settle-ms, then
+         *  flush; every record sent must be acked (a send through a broker restart waits). */
+        private void liveProducer(KafkaProducer<byte[], byte[]> producer) throws Exception {
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            int next = args.records;
+            while (true) {
+                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+                if (left <= 0) {
+                    break;
+                }
+                Thread.sleep(Math.min(left, args.lifeEveryMs));
+                if (System.nanoTime() >= end) {
+                    break;
+                }
+                sendOne(producer, next++);
+            }
+            producer.flush();
+            if (acked.get() != sent.get()) {
+                throw new IllegalStateException("acked " + acked.get() + " of " + sent.get()
+                        + " records over the life; errors: " + sendErrors);
+            }
+        }
+
         private Future<RecordMetadata> sendOne(KafkaProducer<byte[], byte[]> producer, int i) {
             byte[] value = ("record-" + i).getBytes(StandardCharsets.UTF_8);
             ProducerRecord<byte[], byte[]> record =
@@ -419,9 +453,16 @@ public final class Probe {
             // Keep polling while settling, as a live application would: the fetch sessions
             // and heartbeats it keeps up are part of the steady state being measured.
             long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            long nextCommit = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.lifeEveryMs);
             while (System.nanoTime() < settleEnd) {
                 long left = TimeUnit.NANOSECONDS.toMillis(settleEnd - System.nanoTime());
                 consumed += consumer.poll(Duration.ofMillis(Math.max(1, Math.min(100, left)))).count();
+                if (args.lifeEveryMs > 0 && System.nanoTime() >= nextCommit) {
+                    // Asynchronous, as a polling loop commits: a commit refused while the
+                    // coordinator moves is retried by the next one, not waited for.
+                    consumer.commitAsync();
+                    nextCommit += TimeUnit.MILLISECONDS.toNanos(args.lifeEveryMs);
+                }
             }
             Map<String, List<Metric>> metrics = connectionMetrics(consumer.metrics(), "consumer-metrics");
             steadyThenWait(metrics);
