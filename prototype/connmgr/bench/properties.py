@@ -10,6 +10,7 @@ written as ``raw/properties.json`` and become two report tables, ``property-runs
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
@@ -65,7 +66,10 @@ def property_results(
     examples, steps = values["examples"], values["steps"]
     agreement: list[dict[str, Any]] = []
     mutants: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=values["workers"]) as pool:
+    # Nice 10: the main job runs the scaled real lives beside this stage (bench/job.py).
+    with ProcessPoolExecutor(
+        max_workers=values["workers"], initializer=os.nice, initargs=(10,)
+    ) as pool:
         # The long machine runs first, so that the short mutant searches fill in beside them.
         futures = {
             pool.submit(_agreement, b, examples, steps): agreement for b in values["baselines"]
