@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -104,7 +105,13 @@ def _pooled(
     """
     if workers <= 1 or len(jobs) <= 1:
         return list(_bar(map(work, jobs), len(jobs), desc, show))
-    with ProcessPoolExecutor(max_workers=workers, initializer=os.nice, initargs=(10,)) as pool:
+    # Spawned, not forked: the life stage's thread may hold a lock at the moment of a fork.
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=os.nice,
+        initargs=(10,),
+    ) as pool:
         # Chunks of a few dozen keep the pickling overhead small next to the runs.
         chunk = max(1, min(32, len(jobs) // (8 * workers)))
         return list(_bar(pool.map(work, jobs, chunksize=chunk), len(jobs), desc, show))

@@ -10,6 +10,7 @@ written as ``raw/properties.json`` and become two report tables, ``property-runs
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -66,9 +67,13 @@ def property_results(
     examples, steps = values["examples"], values["steps"]
     agreement: list[dict[str, Any]] = []
     mutants: list[dict[str, Any]] = []
-    # Nice 10: the main job runs the scaled real lives beside this stage (bench/job.py).
+    # Nice 10: the main job runs its scaled real lives beside this stage (bench/job.py);
+    # spawned, not forked, as the lives' thread may hold a lock at the moment of a fork.
     with ProcessPoolExecutor(
-        max_workers=values["workers"], initializer=os.nice, initargs=(10,)
+        max_workers=values["workers"],
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=os.nice,
+        initargs=(10,),
     ) as pool:
         # The long machine runs first, so that the short mutant searches fill in beside them.
         futures = {

@@ -21,6 +21,7 @@ from what its cited report gives.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -109,6 +110,15 @@ class Report:
         """One cell, formatted as the report's Markdown tables format it."""
         return format_cell(self.one(table, **where)[column], self.types(table)[column])
 
+    def stage(self, name: str) -> dict[str, Any]:
+        """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings)."""
+        file = self.path / "raw" / f"{name}.json"
+        try:
+            found: dict[str, Any] = json.loads(file.read_text())
+        except FileNotFoundError:
+            raise RfcError(f"{file}: no such stage file in the report") from None
+        return found
+
     def section(self, title: str) -> str:
         """The body of ``index.md``'s section ``## title``."""
         text = (self.path / "index.md").read_text()
@@ -182,6 +192,7 @@ LINGER_SHOWN = (
     "reassignment",
     "rebalance",
     "rebalance rebalance_interval_ms=120000",
+    "ip-change",
 )
 """The linger stage's scenarios the RFC shows (those where a connection becomes unneeded;
 the report's ``linger`` table has every one)."""
@@ -278,7 +289,7 @@ FIGURES: dict[str, Callable[[Report], str]] = {
         "kind baseline points socket_s_per_h_ratio handshakes_per_h_ratio opened_ratio "
         "peak_ratio steady_ratio regressed_points",
         keep=lambda row: row["kind"] != "real",
-        note=" (simulated kinds: a real run's horizon is seconds)",
+        note=" (kind `real`, whose horizon is a run's seconds of start-up, left out)",
     ),
     "churn-scenarios": lambda r: _table(
         r,
@@ -295,9 +306,38 @@ FIGURES: dict[str, Callable[[Report], str]] = {
     "linger-tradeoff": lambda r: _table(
         r,
         "linger",
-        "scenario setting socket_s_per_h handshakes_per_h opened steady",
+        "scenario setting socket_s_per_h handshakes_per_h opened steady stale_wait_ms",
         keep=lambda row: row["scenario"] in LINGER_SHOWN,
         note=" (the scenarios where a connection becomes unneeded; every one is there)",
+    ),
+    "fleet": lambda r: _table(
+        r,
+        "fleet",
+        "policy sockets_mean sockets_p50 sockets_p99 sockets_max handshakes "
+        "handshakes_restart peak_per_s_restart calm_per_s peak_per_s",
+    ),
+    "tls-cost": lambda r: _table(
+        r,
+        "tls-cost",
+        "protocol round_trips fixed_ms broker_cpu_ms cpu_connections setup_ms_at_20",
+    ),
+    "tls-first-ack": lambda r: _table(
+        r,
+        "tls-first-ack",
+        "rtt_ms client starts acked ttfa_ms ttfa_ms_min ttfa_ms_max sockets ratio",
+    ),
+    "handshake-price": lambda r: _table(
+        r,
+        "handshake-price",
+        "kind policy runs handshakes_per_h broker_cpu_ms_per_h setup_ms_per_h",
+        keep=lambda row: row["policy"] != "java-described",
+        note=" (java-described, the articles' model, is in the report)",
+    ),
+    "real-life": lambda r: _table(
+        r,
+        "real-life",
+        "scenario client socket_s_per_h handshakes_per_h socket_s_per_h_ratio "
+        "handshakes_per_h_ratio opened steady",
     ),
     "decision-cost": lambda r: _table(
         r, "decision-cost", "policy rounds decisions mean_us median_us min_us"
@@ -351,6 +391,10 @@ def _cell(table: str, column: str, **where: Any) -> Callable[[Report], str]:
     return lambda r: r.value(table, column, **where)
 
 
+def _fleet_setting(key: str) -> Callable[[Report], str]:
+    return lambda r: format_cell(r.stage("fleet")["settings"][key], ColumnType.LONG)
+
+
 VALUES: dict[str, Callable[[Report], str]] = {
     "report.run_id": lambda r: r.run_id,
     **{
@@ -395,6 +439,16 @@ VALUES: dict[str, Callable[[Report], str]] = {
             baseline=baseline,
         )
         for rtt, baseline in (("0.0", "aiokafka"), ("20.0", "aiokafka"))
+    },
+    **{
+        f"latency.big-consumer.rtt{rtt[:-2]}.aiokafka.ratio": _cell(
+            "latency",
+            "ratio",
+            metric="ttfc_ms",
+            point=_point("big-consumer", rtt),
+            baseline="aiokafka",
+        )
+        for rtt in ("0.0", "20.0")
     },
     # The Java client's times are context, not a ratio (its clock starts before a cold JVM).
     **{
@@ -444,6 +498,60 @@ VALUES: dict[str, Callable[[Report], str]] = {
         for column in ("socket_s_per_h", "handshakes_per_h")
     },
     "life-costs.count": lambda r: str(len(r.rows("life-costs"))),
+    **{
+        f"tls-cost.{protocol}.{column}": _cell("tls-cost", column, protocol=protocol)
+        for protocol in ("PLAINTEXT", "SSL", "SASL_SSL")
+        for column in ("round_trips", "broker_cpu_ms")
+    },
+    "tls-cost.SASL_SSL.setup_ms_at_20": _cell("tls-cost", "setup_ms_at_20", protocol="SASL_SSL"),
+    **{
+        f"tls-first-ack.rtt{rtt[:-2]}.proposed.ratio": _cell(
+            "tls-first-ack", "ratio", rtt_ms=float(rtt), client="proposed"
+        )
+        for rtt in ("0.0", "20.0")
+    },
+    **{
+        f"handshake-price.{kind}.{policy}.broker_cpu_ms_per_h": _cell(
+            "handshake-price", "broker_cpu_ms_per_h", kind=kind, policy=policy
+        )
+        for kind in ("sim", "sweep")
+        for policy in ("proposed", "java-today", "aiokafka-today")
+    },
+    **{
+        f"headline.real-life.{client}.{metric}_ratio": _cell(
+            "headline", f"{metric}_ratio", kind="real-life", baseline=client
+        )
+        for client in ("aiokafka", "java-4.4.0", "librdkafka")
+        for metric in ("socket_s_per_h", "handshakes_per_h")
+    },
+    **{
+        f"linger.ip-change.{setting}.{column}": _cell(
+            "linger",
+            column,
+            scenario="ip-change",
+            setting=f"proposed@{setting}ms" if setting.isdigit() else setting,
+        )
+        for setting, columns in (
+            ("3000", ("stale_wait_ms", "opened", "handshakes_per_h")),
+            ("java-today", ("stale_wait_ms", "opened", "handshakes_per_h")),
+            ("aiokafka-today", ("stale_wait_ms",)),
+        )
+        for column in columns
+    },
+    **{
+        f"fleet.{policy}.{column}": _cell("fleet", column, policy=policy)
+        for policy in ("proposed", "java-today", "aiokafka-today")
+        for column in (
+            "sockets_p50",
+            "sockets_p99",
+            "sockets_max",
+            "handshakes",
+            "peak_per_s_restart",
+            "peak_per_s",
+        )
+    },
+    **{f"fleet.{key}": _fleet_setting(key) for key in ("clients", "brokers", "restarts")},
+    "fleet.wall_s": lambda r: format_cell(round(r.stage("fleet")["wall_s"]), ColumnType.LONG),
     "sweep.points": _cell("runs", "points", kind="sweep"),
     "regressions.count": lambda r: str(len(r.rows("regressions"))),
     "deep.examples": _sum("property-runs", "examples"),
