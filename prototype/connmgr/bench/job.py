@@ -24,13 +24,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +37,7 @@ from typing import Any, TypeVar
 from connmgr.bench.grid import Grid, RealPoint, SimPoint, java_version
 from connmgr.bench.linger import linger_points, linger_table, read_linger, run_one, write_linger
 from connmgr.bench.linger import plan as linger_plan
+from connmgr.bench.pool import pooled_map
 from connmgr.bench.properties import (
     check_properties,
     property_results,
@@ -97,24 +97,8 @@ def _bar(items: Iterable[T], total: int, desc: str, show: bool) -> Iterator[T]:
 def _pooled(
     work: Callable[[Any], T], jobs: Sequence[Any], desc: str, show: bool, workers: int
 ) -> list[T]:
-    """``[work(job) for job in jobs]``, in order, on ``workers`` processes.
-
-    For the simulated stages: each job is deterministic from its arguments (seeded, virtual
-    time), so the rows are the same whatever process ran them; only the wall time changes.
-    ``work`` must be a module-level function (it is pickled by reference).
-    """
-    if workers <= 1 or len(jobs) <= 1:
-        return list(_bar(map(work, jobs), len(jobs), desc, show))
-    # Spawned, not forked: the life stage's thread may hold a lock at the moment of a fork.
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=os.nice,
-        initargs=(10,),
-    ) as pool:
-        # Chunks of a few dozen keep the pickling overhead small next to the runs.
-        chunk = max(1, min(32, len(jobs) // (8 * workers)))
-        return list(_bar(pool.map(work, jobs, chunksize=chunk), len(jobs), desc, show))
+    """:func:`~connmgr.bench.pool.pooled_map` with a progress bar named ``desc``."""
+    return pooled_map(work, jobs, workers, lambda it, total: _bar(it, total, desc, show))
 
 
 # --- 1. the simulator ---------------------------------------------------------------------

@@ -10,14 +10,13 @@ written as ``raw/properties.json`` and become two report tables, ``property-runs
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.pool import background_pool
 from connmgr.bench.rows import RunMeta
 from connmgr.bench.schema import ColumnType
 from connmgr.bench.stagefile import read_stage, write_stage
@@ -67,14 +66,7 @@ def property_results(
     examples, steps = values["examples"], values["steps"]
     agreement: list[dict[str, Any]] = []
     mutants: list[dict[str, Any]] = []
-    # Nice 10: the main job runs its scaled real lives beside this stage (bench/job.py);
-    # spawned, not forked, as the lives' thread may hold a lock at the moment of a fork.
-    with ProcessPoolExecutor(
-        max_workers=values["workers"],
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=os.nice,
-        initargs=(10,),
-    ) as pool:
+    with background_pool(values["workers"]) as pool:
         # The long machine runs first, so that the short mutant searches fill in beside them.
         futures = {
             pool.submit(_agreement, b, examples, steps): agreement for b in values["baselines"]
