@@ -133,9 +133,7 @@ def test_a_broker_name_moving_away_closes_its_connection_and_loses_no_record(
     got, producer, steps = asyncio.run(main())
     assert set(got) == {f"m{i}".encode() for i in range(n)}
     closes = [e for e in producer.ledger.entries if e.reason == "stale_address"]
-    assert [(e.kind, e.broker, e.host) for e in closes] == [
-        (ConnEvent.CLOSED, 2, "kafka-2.test")
-    ]
+    assert [(e.kind, e.broker, e.host) for e in closes] == [(ConnEvent.CLOSED, 2, "kafka-2.test")]
     resolved = [e for _, e, _ in steps if isinstance(e, AddressesResolved)]
     assert AddressesResolved("kafka-2.test", frozenset({DARK})) in resolved
     assert resolved[-1] == AddressesResolved("kafka-2.test", frozenset({"127.0.0.1"}))
