@@ -63,6 +63,7 @@ def test_the_drop_in_keywords_are_the_declared_ones() -> None:
     }
     assert [(s.keyword, s.name, s.default) for s in CLIENT_OPTIONS] == [
         ("policy_seed", "seed", None),
+        ("dns_ttl_ms", "dns_ttl_ms", 30_000),
         ("connection_policy", "policy", "proposed"),
     ]
     assert DROP_IN_OPTIONS == DROP_IN_POLICY_OPTIONS + CLIENT_OPTIONS

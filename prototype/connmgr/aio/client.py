@@ -216,6 +216,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 dial_errors=DIAL_ERRORS,
                 on_lost=lambda why: self.force_metadata_update(),
                 on_refresh=self.force_metadata_update,
+                dns_ttl_ms=self.policy_options.dns_ttl_ms,
             )
         return self._driver
 

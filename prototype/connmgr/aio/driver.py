@@ -9,6 +9,12 @@ in a task, ``lease`` hands the chosen connection to whoever is waiting for reque
 waiting caller with a retriable error, ``refresh_metadata`` asks the client's synchronizer,
 ``wake_at`` arms one ``loop.call_at`` timer.
 
+With ``dns_ttl_ms`` set, the driver resolves host names (:mod:`connmgr.aio.resolver`): it
+feeds ``AddressesResolved`` before dialling a name and whenever the name's answer changes
+(re-resolved every ``dns_ttl_ms`` while a connection to it is open), and says in
+``ConnectionEstablished`` which address the socket reached. Literal addresses are not
+resolved and their connections carry no address: they feed what they fed before.
+
 A request's life on the driver: :meth:`PolicyDriver.acquire` feeds the request event and waits
 for the policy's ``Lease``; the caller writes the request on the connection it got and calls
 :meth:`PolicyDriver.done` when the answer came, :meth:`PolicyDriver.failed` when it ended
@@ -26,9 +32,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from connmgr.aio.resolver import Lookup, Resolver, is_literal, peer_address
 from connmgr.core.actions import CloseReason, RejectReason
 from connmgr.core.driver import EventPump
 from connmgr.core.events import (
+    AddressesResolved,
     ClientClosed,
     ConnectionClosedByPeer,
     ConnectionEstablished,
@@ -90,7 +98,12 @@ class PolicyDriver:
         dial_errors: tuple[type[BaseException], ...],
         on_lost: Callable[[str], None] | None = None,
         on_refresh: Callable[[], None] | None = None,
+        dns_ttl_ms: int | None = None,
+        lookup: Lookup | None = None,
     ) -> None:
+        """``dns_ttl_ms``: resolve host names, again every ``dns_ttl_ms`` while in use (0:
+        only when dialling one); None: leave resolution to the OS and report no address.
+        ``lookup``: how to resolve (default: the loop's ``getaddrinfo``)."""
         self.policy = policy
         self.ledger = ledger
         self._dial = dial
@@ -110,6 +123,11 @@ class PolicyDriver:
         self._wake: asyncio.TimerHandle | None = None
         self._next_request = 1
         self.closed = False
+        self.resolver = (
+            None
+            if dns_ttl_ms is None
+            else Resolver(dns_ttl_ms, self._resolved, self._in_use, lookup)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -233,8 +251,21 @@ class PolicyDriver:
         if not self.closed:
             self.feed(RequestWithdrawn(request_id))
 
+    def _resolved(self, host: str, addresses: frozenset[str]) -> None:
+        if not self.closed:
+            self.feed(AddressesResolved(host, addresses))
+
+    def _in_use(self, host: str) -> bool:
+        return any(view.key.endpoint.host == host for view in self.policy.connections())
+
     async def _connect(self, conn_id: int, key: ConnectionKey) -> None:
+        host = key.endpoint.host
+        resolver = None if is_literal(host) else self.resolver
         try:
+            if resolver is not None:
+                # Reported before the dial, as the contract asks; the dial resolves the name
+                # again itself (see connmgr.aio.resolver: TLS verifies the name).
+                await resolver.before_dial(host, key.endpoint.port)
             conn = await self._dial(key, lambda c, reason: self._on_close(conn_id, reason))
         except asyncio.CancelledError:
             self._dialing.pop(conn_id, None)
@@ -253,7 +284,8 @@ class PolicyDriver:
             return
         self._conns[conn_id] = conn
         self.ledger.established(self.now_ms, conn_id)
-        self.feed(ConnectionEstablished(conn_id))
+        address = None if resolver is None else peer_address(conn)
+        self.feed(ConnectionEstablished(conn_id, address=address))
 
     def _close(self, conn_id: int, reason: CloseReason) -> None:
         self._closed_by_us.add(conn_id)
@@ -302,6 +334,8 @@ class PolicyDriver:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, *self._dial_errors):
                 await task
+        if self.resolver is not None:
+            await self.resolver.aclose()
         waits, self._close_waits = self._close_waits, []
         for wait in waits:
             if isinstance(wait, Awaitable):

@@ -2,7 +2,7 @@
 
 Nothing here repeats an option: the policy options are the fields of
 :class:`~connmgr.core.config.PolicyConfig` that reach the drop-in clients
-(:data:`~connmgr.core.config.DROP_IN_POLICY_OPTIONS`), and the two keywords only the drop-in
+(:data:`~connmgr.core.config.DROP_IN_POLICY_OPTIONS`), and the keywords only the drop-in
 clients take are declared once below, as fields of :class:`PolicyOptions`.
 """
 
@@ -45,6 +45,21 @@ class PolicyOptions:
             "broker for any-node requests when none is connected)",
         ),
     )
+    dns_ttl_ms: int = field(
+        default=30_000,
+        metadata=option(
+            "resolve broker host names again this often while connected (ms); 0: only when "
+            "dialling",
+            reach=Reach.DROP_IN,
+            meaning="how often (ms) the client resolves a host name again while it holds a "
+            "connection to it, so that a connection whose name no longer resolves to the "
+            "address it reached (a broker pod restarted with a new IP) is closed and its "
+            "requests re-sent at once instead of after `request_timeout_ms`; 0: names are "
+            "resolved only when dialled. The default is the JVM's default cache time for a "
+            "resolved name (`networkaddress.cache.ttl`, 30 s), the Java client's own "
+            "staleness; literal addresses are never resolved",
+        ),
+    )
     policy: str = field(
         default="proposed",
         metadata=option(
@@ -67,6 +82,8 @@ class PolicyOptions:
             spec.check(value)
         for spec in CLIENT_OPTIONS:
             spec.check(getattr(self, spec.name))
+        if self.dns_ttl_ms < 0:
+            raise ConfigError(f"dns_ttl_ms={self.dns_ttl_ms}: must be >= 0")
         if self.policy not in POLICIES:
             raise ConfigError(
                 f"connection_policy={self.policy!r}: known policies: {', '.join(POLICIES)}"
@@ -84,7 +101,8 @@ class PolicyOptions:
 
 
 CLIENT_OPTIONS: tuple[OptionSpec, ...] = declared_options(PolicyOptions)
-"""The drop-in keywords that are no policy option (``policy_seed``, ``connection_policy``)."""
+"""The drop-in keywords that are no policy option (``policy_seed``, ``dns_ttl_ms``,
+``connection_policy``): the policy never sees them."""
 DROP_IN_OPTIONS: tuple[OptionSpec, ...] = DROP_IN_POLICY_OPTIONS + CLIENT_OPTIONS
 """Every keyword the drop-in clients take besides aiokafka's."""
 POLICY_OPTION_NAMES: tuple[str, ...] = tuple(s.keyword for s in DROP_IN_POLICY_OPTIONS)

@@ -32,7 +32,9 @@ what they fed):
                          the outcome of a ``Connect``, and a socket the other side closed
 ``AddressesResolved``    a host name resolved (to the addresses it names now): when the
                          driver dials it, and whenever else the client resolves it again
-                         (the simulator: each name it dialled again every TTL)
+                         (the simulator: each name it dialled again every TTL; the
+                         aio driver: each name it holds a connection to, every
+                         ``dns_ttl_ms``)
 ``TimePassed``           the time a ``WakeAt`` asked for has come
 ``ClientClosed``         the application closed the client (last event)
 =======================  ===================================================================
