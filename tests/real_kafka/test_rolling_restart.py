@@ -82,7 +82,16 @@ class Clients:
 
 def _clients(bootstrap: str) -> Clients:
     producer: dict[str, Any] = {"acks": "all", "enable_idempotence": True}
-    consumer: dict[str, Any] = {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    consumer: dict[str, Any] = {
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        # aiokafka 0.14 fetches with Fetch v11, whose client metadata lets a follower serve a
+        # consumer (KIP-392): after the election the consumer goes on reading the restarted
+        # broker's partition from the stand-in, now a follower, with no error to make it
+        # look again, until its next metadata refresh (5 min by default). A 2 s refresh
+        # brings both consumers back to the restarted leader within the test.
+        "metadata_max_age_ms": 2000,
+    }
     return Clients(
         producers={
             "stock producer": observed_producer(bootstrap_servers=bootstrap, **producer),
@@ -143,10 +152,11 @@ def _holds_new(ledger: ConnectionLedger, broker: int, since: int) -> bool:
     return any(e.conn_id in fresh for e in ledger.open_now())
 
 
-def _all_hold_new(
+def _lacking(
     ledgers: Mapping[str, ConnectionLedger], broker: int, marks: Mapping[str, int]
-) -> bool:
-    return all(_holds_new(ledger, broker, marks[name]) for name, ledger in ledgers.items())
+) -> list[str]:
+    """The clients holding no data socket to ``broker`` dialled since their mark."""
+    return [name for name, ledger in ledgers.items() if not _holds_new(ledger, broker, marks[name])]
 
 
 def _closed_then_dialled(ledger: ConnectionLedger, broker: int, since: int) -> bool:
@@ -175,11 +185,12 @@ def _merged(ledgers: list[ConnectionLedger]) -> ConnectionLedger:
     return merged
 
 
-async def _until(what: str, ready: Callable[[], bool]) -> None:
-    """Wait (polling) until ``ready()``; fail naming ``what`` after ``WAIT_S``."""
+async def _until(what: str, missing: Callable[[], object]) -> None:
+    """Wait (polling) until ``missing()`` is empty or false; fail naming ``what`` and what
+    is still missing after ``WAIT_S``."""
     deadline = time.monotonic() + WAIT_S
-    while not ready():
-        assert time.monotonic() < deadline, f"still waiting for {what} after {WAIT_S}s"
+    while lack := missing():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {WAIT_S}s: {lack}"
         await asyncio.sleep(0.1)
 
 
@@ -230,7 +241,7 @@ def test_rolling_restart_loses_nothing_and_the_drop_in_holds_no_more(
             ledgers = clients.ledgers()
             await _until(
                 "every client to hold a socket to every broker",
-                lambda: all(_holds_new(lg, b, 0) for lg in ledgers.values() for b in LEADERS),
+                lambda: [b for b in LEADERS if _lacking(ledgers, b, dict.fromkeys(ledgers, 0))],
             )
             for broker in cluster.broker_ids:
                 marks = {name: len(lg.entries) for name, lg in ledgers.items()}
@@ -241,7 +252,7 @@ def test_rolling_restart_loses_nothing_and_the_drop_in_holds_no_more(
                 elections = await asyncio.to_thread(cluster.restore_preferred_leaders)
                 await _until(
                     f"every client to dial broker {broker} again",
-                    functools.partial(_all_hold_new, ledgers, broker, marks),
+                    functools.partial(_lacking, ledgers, broker, marks),
                 )
                 leaders = await asyncio.to_thread(cluster.leaders, TOPIC)
                 events.append(
@@ -266,7 +277,7 @@ def test_rolling_restart_loses_nothing_and_the_drop_in_holds_no_more(
             total = sum(sent.values())
             await _until(
                 "every consumer to read every record",
-                lambda: all(sum(map(len, g.values())) >= total for g in got.values()),
+                lambda: [n for n, g in got.items() if sum(map(len, g.values())) < total],
             )
             # Half a second more of polling, so a duplicate delivered late would be seen.
             await asyncio.sleep(0.5)
