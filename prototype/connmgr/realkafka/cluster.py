@@ -4,7 +4,8 @@ where they are, and stops them.
 It composes the package's rooms: the broker's classpath (:mod:`~connmgr.realkafka.classpath`),
 the node processes (:mod:`~connmgr.realkafka.process`), the wire
 (:mod:`~connmgr.realkafka.protocol`), and, mixed in, the administration of topics
-(:mod:`~connmgr.realkafka.topics`) and coordinators (:mod:`~connmgr.realkafka.coordinators`).
+(:mod:`~connmgr.realkafka.topics`), coordinators (:mod:`~connmgr.realkafka.coordinators`) and
+broker restarts (:mod:`~connmgr.realkafka.restart`).
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ from connmgr.realkafka.protocol import (
     partition_leaders,
     run_sync,
 )
+from connmgr.realkafka.restart import BrokerRestarts
 from connmgr.realkafka.security import ListenerAccess, Protocol, SecureTier
 
 __all__ = ["KafkaCluster"]
 
 
-class KafkaCluster(CoordinatorAdmin):
+class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
     """``brokers`` real Kafka nodes (combined broker+controller, KRaft) on 127.0.0.1.
 
     Node ids are ``1..brokers``; each node has a client listener (``PLAINTEXT``, advertised as
@@ -77,8 +79,10 @@ class KafkaCluster(CoordinatorAdmin):
             Off by default; the PLAINTEXT listener and its ports are the same either way.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and
-    :meth:`stop`. Thread-safe: start and stop serialise on a lock; the query helpers open
-    their own connections.
+    :meth:`stop`. Thread-safe: start, stop and broker restarts serialise on a lock; the query
+    helpers open their own connections. A running cluster can restart its brokers one at a
+    time (:meth:`stop_broker`, then :meth:`start_broker`) and give the partitions back to
+    their preferred leaders (:meth:`restore_preferred_leaders`).
     """
 
     def __init__(
@@ -108,6 +112,9 @@ class KafkaCluster(CoordinatorAdmin):
         self._secure: SecureTier | None = None
         self._lock = threading.RLock()
         self._nodes: list[Node] = []
+        self._down: set[int] = set()
+        self._java: str | None = None
+        self._classpath: list[str] = []
         self._state = "new"
         self._resources = Resources(keep_workdir=keep_workdir)
         # Runs stop's cleanup at interpreter exit, or when the cluster is collected unstopped.
@@ -143,8 +150,8 @@ class KafkaCluster(CoordinatorAdmin):
             self._state = "starting"
             began = time.monotonic()
             try:
-                java = require_java()
-                classpath = resolve_broker_classpath()
+                java = self._java = require_java()
+                classpath = self._classpath = resolve_broker_classpath()
                 self.timings["classpath"] = time.monotonic() - began
                 reap_orphans(Path(tempfile.gettempdir()))
                 deadline = time.monotonic() + timeout_s
@@ -239,22 +246,33 @@ class KafkaCluster(CoordinatorAdmin):
 
         t = time.monotonic()
         for node in self._nodes:
-            node.process = spawn(
-                java,
-                classpath,
-                node,
-                jvm_args(node, heap_mb=self._heap_mb, extra=self._jvm_options),
-                "kafka.Kafka",
-                node.properties_file,
-            )
-            self._resources.processes.append(node.process)
-        write_owner(workdir, self._nodes)
+            self._spawn_node(node)
         run_sync(lambda: self._await_brokers(deadline))
         self.timings["brokers_ready"] = time.monotonic() - t
 
         t = time.monotonic()
         run_sync(lambda: self._await_offsets_topic(deadline))
         self.timings["coordinators_ready"] = time.monotonic() - t
+
+    def _spawn_node(self, node: Node) -> None:
+        """Start ``node``'s JVM (``kafka.Kafka`` on its properties) and hand it to the
+        resources, replacing its previous process there (a restart), and to the owner file."""
+        if self._java is None or self._resources.workdir is None:
+            raise RealKafkaError(f"{self!r} has no broker classpath yet: call start() first")
+        previous = node.process
+        node.process = spawn(
+            self._java,
+            self._classpath,
+            node,
+            jvm_args(node, heap_mb=self._heap_mb, extra=self._jvm_options),
+            "kafka.Kafka",
+            node.properties_file,
+        )
+        processes = self._resources.processes
+        if previous in processes:
+            processes.remove(previous)
+        processes.append(node.process)
+        write_owner(self._resources.workdir, self._nodes)
 
     def _server_properties(self, node: Node) -> str:
         secure = {} if self._secure is None else self._secure.properties(node)
@@ -266,9 +284,9 @@ class KafkaCluster(CoordinatorAdmin):
         )
 
     def _check_alive(self) -> None:
-        """Raise, with the log tail, if any node has exited."""
+        """Raise, with the log tail, if any node has exited (except one stopped on purpose)."""
         for node in self._nodes:
-            if node.process is None:
+            if node.process is None or node.node_id in self._down:
                 continue
             code = node.process.poll()
             if code is None:
@@ -285,10 +303,12 @@ class KafkaCluster(CoordinatorAdmin):
             )
 
     def check_alive(self) -> None:
-        """Raise :class:`RealKafkaError` (with the log tail) if any node has exited."""
+        """Raise :class:`RealKafkaError` (with the log tail) if any node has exited, other than
+        one :meth:`stop_broker` stopped."""
         self._check_alive()
 
     async def _await_brokers(self, deadline: float) -> None:
+        """Wait until every node's Metadata lists every broker (all registered, unfenced)."""
         want = set(self.broker_ids)
         seen: dict[int, set[int]] = {}
         errors: dict[int, str] = {}
@@ -432,7 +452,8 @@ class KafkaCluster(CoordinatorAdmin):
         return self._node(broker_id).port
 
     def _running_ports(self) -> dict[int, int]:
-        return {n.node_id: n.port for n in self._require_running()}
+        # A broker stopped for a restart answers nothing: questions go to the others.
+        return {n.node_id: n.port for n in self._require_running() if n.node_id not in self._down}
 
     def api_versions(self, broker_id: int = 1) -> dict[int, tuple[int, int]]:
         """API key -> (min, max) version the broker accepts (its ApiVersions answer)."""

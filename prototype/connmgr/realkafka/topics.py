@@ -123,14 +123,21 @@ class TopicAdmin:
 
         run_sync(create_and_wait)
 
-    def elect_preferred_leaders(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
-        """Request preferred-leader election; partition -> Kafka error code (0: elected,
-        84: not needed, the preferred replica already leads)."""
+    def elect_preferred_leaders(
+        self, topic: str, partitions: Sequence[int] | None = None
+    ) -> dict[int, int]:
+        """Request preferred-leader election of ``partitions`` (default: every partition of
+        ``topic``), once; partition -> Kafka error code (0: elected, 84: not needed, the
+        preferred replica already leads; 80: the preferred replica is not in sync yet)."""
         port = self._first_port()
 
         async def ask() -> dict[int, int]:
+            if partitions is None:
+                wanted = sorted(partition_leaders(await metadata(port, [topic])).get(topic, {}))
+            else:
+                wanted = list(partitions)
             async with connection(port) as conn:
-                response = await conn.send(ElectLeadersRequest(topic, partitions, 10_000))
+                response = await conn.send(ElectLeadersRequest(topic, wanted, 10_000))
             return {
                 r["partition_id"]: r["error_code"]
                 for t in response.to_object()["replica_election_results"]
