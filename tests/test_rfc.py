@@ -32,6 +32,25 @@ def test_every_figure_and_number_matches_the_cited_report(cited: Path) -> None:
     assert rfc.differences(TEXT, cited) == []
 
 
+def test_every_companion_proposal_matches_the_rfcs_report(cited: Path) -> None:
+    # The KIP family and the FAQ cite numbers by the same markers, from the same report.
+    for path in rfc.companions():
+        text = path.read_text()
+        assert "<!-- report:" not in text, f"{path.name} names a report of its own"
+        assert rfc.differences(text, cited, path) == [], path.name
+
+
+def test_a_companion_with_a_stale_number_is_caught(cited: Path, tmp_path: Path) -> None:
+    shutil.copy(rfc.RFC, tmp_path / "rfc.md")
+    (tmp_path / "README.md").write_text("`<!--v:NAME-->` markers are described here")
+    kip = tmp_path / "kip-x.md"
+    kip.write_text("Ratio <!--v:headline.real.aiokafka.peak_ratio-->9<!--/v-->.\n")
+    assert rfc.companions(tmp_path / "rfc.md") == [kip]
+    assert rfc.differences(kip.read_text(), cited, kip) != []
+    assert rfc.refresh(cited, tmp_path / "rfc.md")
+    assert rfc.differences(kip.read_text(), cited, kip) == []
+
+
 def test_every_generated_figure_and_number_is_in_the_rfc() -> None:
     figures = set(re.findall(r"<!-- fig:([\w.-]+) -->", TEXT))
     closed = set(re.findall(r"<!-- /fig:([\w.-]+) -->", TEXT))

@@ -526,13 +526,30 @@ def differences(text: str, report_dir: Path, rfc_path: Path = RFC) -> list[str]:
     return found
 
 
+def companions(rfc_path: Path = RFC) -> list[Path]:
+    """The other proposals beside ``rfc_path`` (``proposal/kip-*.md``, the FAQ, ...) that
+    cite generated numbers: every ``*.md`` there but the RFC and the README (which describes
+    the markers), in name order. They name no report of their own: they are rendered from
+    the one the RFC cites, so the family never mixes two runs."""
+    return sorted(
+        path
+        for path in rfc_path.parent.glob("*.md")
+        if path.name not in (rfc_path.name, "README.md")
+        and (_VALUE.search(path.read_text()) or _FIG.search(path.read_text()))
+    )
+
+
 def refresh(report_dir: Path, rfc_path: Path = RFC) -> bool:
-    """Rewrite ``rfc_path`` from ``report_dir``; True if anything changed."""
-    text = rfc_path.read_text()
-    new = render(text, report_dir, rfc_path)
-    if new != text:
-        rfc_path.write_text(new)
-    return new != text
+    """Rewrite ``rfc_path`` and its :func:`companions` from ``report_dir``; True if anything
+    changed."""
+    changed = False
+    for path in (rfc_path, *companions(rfc_path)):
+        text = path.read_text()
+        new = render(text, report_dir, path)
+        if new != text:
+            path.write_text(new)
+            changed = True
+    return changed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -553,9 +570,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = args.rfc.read_text()
         if args.check:
             report = args.report or REPORTS / cited_report(text)
-            diff = differences(text, report, args.rfc)
+            diff = [
+                f"{path}: {line}"
+                for path in (args.rfc, *companions(args.rfc))
+                for line in differences(path.read_text(), report, path)
+            ]
             for line in diff:
-                print(f"{args.rfc}: {line}", file=sys.stderr)
+                print(line, file=sys.stderr)
             return 1 if diff else 0
         report = args.report or latest_report()
         changed = refresh(report, args.rfc)
