@@ -97,7 +97,8 @@ def test_the_link_check_finds_what_it_must() -> None:
     assert outside_links(doc, text) == [
         "docs/example.md:3: link '../../elsewhere/README.md' resolves outside the repository",
         "docs/example.md:4: contains '../../shared'",
-        "docs/example.md:4: backticked path '../../shared/notes.md' resolves outside the repository",
+        "docs/example.md:4: backticked path '../../shared/notes.md'"
+        " resolves outside the repository",
         "docs/example.md:5: link '/etc/passwd' resolves outside the repository",
         "docs/example.md:6: link '../../outside.md' resolves outside the repository",
         "docs/example.md:10: contains '/work/'",
