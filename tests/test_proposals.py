@@ -1,0 +1,117 @@
+"""The family of proposals in proposal/ (issue 19): each KIP has every section of the KIP
+template in order, a Java design that names the classes it changes with citations, a Test
+Plan that names tests of this project that exist; the protocol proposal has a message schema
+in Kafka's style and a security analysis; no headline figure or number uses the articles'
+model or a timing ratio across runtimes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from connmgr.bench import rfc
+
+PROPOSALS = rfc.RFC.parent
+ROOT = PROPOSALS.parent
+KIPS = sorted(PROPOSALS.glob("kip-*.md"))
+SECTIONS = (
+    "Status",
+    "Motivation",
+    "Public Interfaces",
+    "Proposed Changes",
+    "Compatibility, Deprecation, and Migration Plan",
+    "Test Plan",
+    "Rejected Alternatives",
+)
+JAVA_CITATION = re.compile(r"[A-Z]\w+\.(?:java|scala)(?::L?\d+)")
+
+
+def _section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match is not None, f"no section {title!r}"
+    return match.group(1)
+
+
+def test_the_family_is_there_and_the_readme_lists_every_proposal() -> None:
+    names = {p.name for p in KIPS}
+    assert {
+        "kip-a-endpoint-identity.md",
+        "kip-b-connection-lifecycle.md",
+        "kip-c-connection-metrics.md",
+        "kip-d-broker-identity.md",
+        "kip-e-socket-budget.md",
+    } <= names
+    readme = (PROPOSALS / "README.md").read_text()
+    for name in names:
+        assert f"]({name})" in readme, f"proposal/README.md does not link {name}"
+
+
+@pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
+def test_each_kip_has_the_template_sections_in_order(kip: Path) -> None:
+    text = kip.read_text()
+    found = re.findall(r"^## (.+)$", text, re.M)
+    assert [s for s in found if s in SECTIONS] == list(SECTIONS), found
+
+
+@pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
+def test_each_java_design_names_the_classes_it_changes_with_citations(kip: Path) -> None:
+    changes = _section(kip.read_text(), "Proposed Changes")
+    assert "### Java design" in changes
+    design = changes[changes.index("### Java design") :]
+    cited = set(JAVA_CITATION.findall(design))
+    # A rejected proposal proposes no change; it still says where one would live.
+    rejected = _section(kip.read_text(), "Status").lstrip().startswith("**Rejected")
+    assert len(cited) >= (1 if rejected else 3), f"{kip.name}: Java design cites {sorted(cited)}"
+
+
+@pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
+def test_each_test_plan_names_tests_that_exist(kip: Path) -> None:
+    plan = _section(kip.read_text(), "Test Plan")
+    named = set(re.findall(r"`(tests/[\w/.-]+\.py)(?:::(\w+))?", plan))
+    assert named, f"{kip.name}: the Test Plan names no test of this project"
+    for path, test in named:
+        source = ROOT / path
+        assert source.is_file(), f"{kip.name}: {path} does not exist"
+        if test:
+            defined = rf"\b(def|class) {test}\b|^{test}\b.*="
+            assert re.search(defined, source.read_text(), re.M), (
+                f"{kip.name}: {path}::{test} does not exist"
+            )
+
+
+def test_the_protocol_proposal_has_a_schema_and_a_security_analysis() -> None:
+    text = (PROPOSALS / "kip-d-broker-identity.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    assert blocks, "no JSON message schema"
+    fields = []
+    for block in blocks:
+        # Kafka's message files carry // comments; the rest is JSON.
+        body = "\n".join(line for line in block.splitlines() if not line.strip().startswith("//"))
+        body = body.strip().rstrip(",")
+        if not body:
+            continue  # a comment block only
+        # An excerpt of a message file's "fields" list: objects separated by commas.
+        parsed = json.loads(body if body.startswith("[") else "[" + body + "]")
+        fields += parsed
+    tagged = [f for f in fields if isinstance(f, dict) and "taggedVersions" in f]
+    assert tagged and all({"name", "type", "versions", "tag", "about"} <= set(f) for f in tagged)
+    assert "### Security analysis" in text
+    assert "SASL" in _section(text, "Proposed Changes")
+
+
+def test_no_headline_uses_the_articles_model_or_a_cross_runtime_timing_ratio() -> None:
+    text = rfc.RFC.read_text()
+    for name in ("sockets-headline", "life-headline"):
+        figure = text[text.index(f"<!-- fig:{name} -->") : text.index(f"<!-- /fig:{name} -->")]
+        assert "| java-described |" not in figure, name
+    for path in (rfc.RFC, *rfc.companions()):
+        for value in re.findall(r"<!--v:([\w.-]+)-->", path.read_text()):
+            if value.startswith("headline."):
+                assert "java-described" not in value, f"{path.name}: {value}"
+            timing = any(t in value for t in ("latency", "ttfa", "ttfc", "first-ack"))
+            other_runtime = any(c in value for c in ("java", "librdkafka"))
+            assert not (timing and other_runtime and value.endswith("ratio")), (
+                f"{path.name}: {value} is a timing ratio across runtimes"
+            )
