@@ -4,7 +4,6 @@ its stage files and ``index.md`` sections) and where the checkout keeps the RFC 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.stagefile import read_stage
 from connmgr.bench.table import format_cell
 from connmgr.errors import ConfigError
 
@@ -86,12 +86,11 @@ class Report:
         return format_cell(self.one(table, **where)[column], self.types(table)[column])
 
     def stage(self, name: str) -> dict[str, Any]:
-        """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings)."""
-        file = self.path / "raw" / f"{name}.json"
-        try:
-            found: dict[str, Any] = json.loads(file.read_text())
-        except FileNotFoundError:
-            raise RfcError(f"{file}: no such stage file in the report") from None
+        """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings), read
+        as the comparison reads it (:func:`~connmgr.bench.stagefile.read_stage`)."""
+        found = read_stage(self.path / "raw", f"{name}.json", ("settings",), f"{name}-stage")
+        if found is None:
+            raise RfcError(f"{self.path / 'raw' / name}.json: no such stage file in the report")
         return found
 
     def section(self, title: str) -> str:
