@@ -183,7 +183,7 @@ def test_aiokafka_today_puts_all_but_init_producer_id_on_the_coordination_group(
 
 
 def test_losing_one_coordinator_leaves_the_other_needed() -> None:
-    d = started("proposed", linger_ms=1_000)
+    d = started("proposed", connection_linger_ms=1_000)
     for rid in (
         d.request(BrokerRequestNeeded, Api.PRODUCE, 1),  # the leader: any-node requests too
         d.request(CoordinatorRequestNeeded, Api.HEARTBEAT, 2, GROUP),

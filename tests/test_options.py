@@ -55,7 +55,7 @@ def test_the_drop_in_keywords_are_the_declared_ones() -> None:
     assert set(POLICY_OPTION_NAMES) == {
         "warm_up",
         "share_coordinator",
-        "linger_ms",
+        "connection_linger_ms",
         "max_connections",
         "expected_cluster_id",
         "adopt_unverified",
@@ -74,7 +74,7 @@ def test_the_drop_in_keywords_are_the_declared_ones() -> None:
     [
         ("warm_up", " Yes", True),
         ("adopt_unverified", "off", False),
-        ("linger_ms", "250", 250),
+        ("connection_linger_ms", "250", 250),
         ("max_connections", "none", None),
         ("max_connections", "4", 4),
         ("bootstrap_offset", "", None),
@@ -95,7 +95,7 @@ def test_settings_parse_by_the_declared_type(name: str, text: str, value: object
     ("name", "text", "message"),
     [
         ("warm_up", "maybe", "warm_up='maybe': expected true or false"),
-        ("linger_ms", "none", "linger_ms='none': expected an integer"),
+        ("connection_linger_ms", "none", "connection_linger_ms='none': expected an integer"),
         ("max_connections", "many", "max_connections='many': expected an integer"),
         ("replay_choices", "3,x", "replay_choices='3,x': expected node ids like 3,1,-2"),
         ("client", "admin", "client='admin': expected producer or consumer"),
@@ -108,7 +108,8 @@ def test_bad_settings_say_what_was_expected(name: str, text: str, message: str) 
 
 
 def test_unknown_settings_list_the_options() -> None:
-    with pytest.raises(UnknownName, match=r"unknown policy option 'lingr_ms'; known: .*linger_ms"):
+    known = r"unknown policy option 'lingr_ms'; known: .*connection_linger_ms"
+    with pytest.raises(UnknownName, match=known):
         BASE.with_settings({"lingr_ms": "1"})
 
 
@@ -122,21 +123,25 @@ def test_scenario_parameters_coerce_by_their_current_value() -> None:
 def test_drop_in_keywords_reach_the_policy_config() -> None:
     kwargs: dict[str, object] = {
         "bootstrap_servers": "127.0.0.1:1",
-        "linger_ms": 5,
+        "linger_ms": 50,
+        "connection_linger_ms": 5,
         "policy_seed": 3,
         "connection_policy": "aiokafka-today",
     }
     options = PolicyOptions.take(kwargs)
-    assert kwargs == {"bootstrap_servers": "127.0.0.1:1"}
-    assert options == PolicyOptions({"linger_ms": 5}, seed=3, policy="aiokafka-today")
+    # aiokafka's own linger_ms stays aiokafka's: only the drop-in keywords are taken.
+    assert kwargs == {"bootstrap_servers": "127.0.0.1:1", "linger_ms": 50}
+    assert options == PolicyOptions({"connection_linger_ms": 5}, seed=3, policy="aiokafka-today")
 
     async def build() -> PolicyConfig:
-        producer = ProposedProducer(bootstrap_servers="127.0.0.1:1", linger_ms=5, warm_up=True)
+        producer = ProposedProducer(
+            bootstrap_servers="127.0.0.1:1", connection_linger_ms=5, warm_up=True
+        )
         await producer.stop()
         return producer.client.policy_config
 
     config = asyncio.run(build())
-    assert (config.linger_ms, config.warm_up, config.max_connections) == (5, True, None)
+    assert (config.connection_linger_ms, config.warm_up, config.max_connections) == (5, True, None)
 
 
 def test_an_option_the_drop_in_clients_do_not_take_is_refused() -> None:

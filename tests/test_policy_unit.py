@@ -113,7 +113,7 @@ def test_no_adoption_when_the_cluster_id_differs() -> None:
 
 
 def test_data_requests_go_to_the_leader_and_unneeded_closes_after_linger() -> None:
-    p = policy(linger_ms=1000)
+    p = policy(connection_linger_ms=1000)
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
     p.handle(ConnectionEstablished(conn.conn_id, node_id=1), 1)
     p.handle(MetadataReceived(1, metadata()), 2)  # adopted as broker 1, not a leader
@@ -162,4 +162,4 @@ def test_impossible_configs() -> None:
     with pytest.raises(ConfigError, match="bootstrap_offset"):
         policy(bootstrap_offset=3)
     with pytest.raises(ConfigError, match="linger"):
-        policy(linger_ms=-1)
+        policy(connection_linger_ms=-1)

@@ -152,7 +152,7 @@ def test_share_coordinator_at_policy_level_sends_group_requests_on_the_data_conn
 
 
 def test_linger_absorbs_a_leader_that_moves_away_and_back_within_it() -> None:
-    c = Client(policy(linger_ms=1000))
+    c = Client(policy(connection_linger_ms=1000))
     c.bootstrap({0: 2, 1: 3})
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 2)
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 3)
@@ -166,7 +166,7 @@ def test_linger_absorbs_a_leader_that_moves_away_and_back_within_it() -> None:
 
 
 def test_a_leader_away_longer_than_the_linger_is_closed_and_dialled_again() -> None:
-    c = Client(policy(linger_ms=1000))
+    c = Client(policy(connection_linger_ms=1000))
     c.bootstrap({0: 2, 1: 3})
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 2)
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 3)
@@ -183,7 +183,7 @@ def test_a_leader_away_longer_than_the_linger_is_closed_and_dialled_again() -> N
 
 
 def test_idle_expiry_still_closes_a_needed_connection() -> None:
-    c = Client(policy(connections_max_idle_ms=10_000, linger_ms=1000))
+    c = Client(policy(connections_max_idle_ms=10_000, connection_linger_ms=1000))
     c.bootstrap({0: 2})
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 2)
     (conn,) = c.live(2)
@@ -194,7 +194,7 @@ def test_idle_expiry_still_closes_a_needed_connection() -> None:
 
 
 def test_without_idle_expiry_a_needed_connection_stays() -> None:
-    c = Client(policy(connections_max_idle_ms=-1, linger_ms=1000))
+    c = Client(policy(connections_max_idle_ms=-1, connection_linger_ms=1000))
     c.bootstrap({0: 2})
     c.request(3, BrokerRequestNeeded, Api.PRODUCE, 2)
     (conn,) = c.live(2)

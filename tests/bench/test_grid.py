@@ -46,6 +46,7 @@ brokers = 3
 records = 100
 rounds = 1
 rtt_ms = [0]
+linger_ms = 5
 
 [micro]
 rounds = 1

@@ -33,7 +33,11 @@ def _run(client: str, scenario: str, **settings: str) -> RealRun:
 
 
 EXPECTED: dict[str, dict[str, Any]] = {
-    "proposed": {"metadata_max_age_ms": 5000, "connections_max_idle_ms": 9000, "linger_ms": 50},
+    "proposed": {
+        "metadata_max_age_ms": 5000,
+        "connections_max_idle_ms": 9000,
+        "connection_linger_ms": 50,
+    },
     "aiokafka": {"metadata_max_age_ms": 5000, "connections_max_idle_ms": 9000},
     "librdkafka": {"topic.metadata.refresh.interval.ms": 5000},
     "java-4.4.0": {"metadata.max.age.ms": "5000", "connections.max.idle.ms": "9000"},
@@ -111,6 +115,9 @@ def test_the_plan_scales_connection_timers_and_leaves_disabled_idle_disabled() -
         50,
         2000,
     )
-    assert plan.policy_settings("proposed", {"linger_ms": "30000"})["linger_ms"] == "500"
+    assert (
+        plan.policy_settings("proposed", {"connection_linger_ms": "30000"})["connection_linger_ms"]
+        == "500"
+    )
     assert plan.policy_settings("java", {}) == {}
     assert "connections.max.idle.ms" not in plan.librdkafka_config()

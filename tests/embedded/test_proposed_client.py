@@ -215,8 +215,8 @@ def test_unreachable_bootstrap_fails_within_the_timeout(cluster: MockCluster) ->
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("linger_ms", "5", "expected int"),
-        ("linger_ms", True, "expected int"),
+        ("connection_linger_ms", "5", "expected int"),
+        ("connection_linger_ms", True, "expected int"),
         ("warm_up", 1, "expected bool"),
         ("max_connections", 2.5, "expected int or None"),
         ("connection_policy", "nope", "known policies"),

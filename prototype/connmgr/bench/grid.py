@@ -69,6 +69,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "records": (int, False),
         "rounds": (int, False),
         "rtt_ms": (float, True),
+        "linger_ms": (int, False),
     },
     "micro": {"rounds": (int, False)},
     "sweep": {"sizes": (int, True), "seed": (int, False)},

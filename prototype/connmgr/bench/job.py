@@ -223,6 +223,7 @@ def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dic
     brokers = grid.get("throughput", "brokers")
     records = grid.get("throughput", "records")
     rounds = grid.get("throughput", "rounds")
+    linger = grid.get("throughput", "linger_ms")
     rows = []
     for rtt in _bar(
         grid.get("throughput", "rtt_ms"),
@@ -230,10 +231,12 @@ def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dic
         "throughput A/B",
         show,
     ):
-        params = {"brokers": brokers, "records": records, "rtt_ms": float(rtt)}
+        params = {"brokers": brokers, "records": records, "rtt_ms": float(rtt), "linger_ms": linger}
         point = point_text("throughput-ab", params)
         started = time.perf_counter()
-        turns = asyncio.run(throughput_ab(brokers, records, rounds, float(rtt), 0))
+        turns = asyncio.run(
+            throughput_ab(brokers, records, rounds, float(rtt), 0, batch_linger_ms=linger)
+        )
         wall = time.perf_counter() - started
         for turn in turns:
             row: dict[str, Any] = {
@@ -519,7 +522,7 @@ def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, li
                 "linger",
                 "The linger trade-off",
                 "Socket-seconds against handshakes per client-hour, per scenario: the "
-                "proposal at each linger_ms, each baseline as it is.",
+                "proposal at each connection_linger_ms, each baseline as it is.",
                 lambda path: linger_tradeoff(points, path),
             )
         )

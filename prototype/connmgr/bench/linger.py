@@ -1,9 +1,10 @@
-"""The linger trade-off: the proposal's ``linger_ms`` swept per scenario, over a client-hour.
+"""The linger trade-off: the proposal's ``connection_linger_ms`` swept per scenario, over a
+client-hour (the stage's results name it ``linger_ms``).
 
 Prompt close trades sockets held against handshakes: a connection nothing needs any more is
-closed after ``linger_ms`` of quiet, so a short linger holds fewer socket-seconds and, when
-the need comes back (a leader that moves away and back, a coordinator that moves, the next
-transaction's coordinator), pays a new handshake. The grid's ``[linger]`` section names the
+closed after ``connection_linger_ms`` of quiet, so a short linger holds fewer socket-seconds
+and, when the need comes back (a leader that moves away and back, a coordinator that moves,
+the next transaction's coordinator), pays a new handshake. The grid's ``[linger]`` section names the
 scenarios (``name`` or ``name key=value ...``: a scenario of ``connmgr scenarios`` with
 ``--set`` parameters) and the values; each scenario runs the proposal at every value and the
 section's baselines once, ``repeats`` times (seeds ``seed``, ``seed + 1``, ...), each over
@@ -85,7 +86,7 @@ def run_one(run: LingerRun) -> dict[str, Any]:
     """The raw result of one run: its key and the client-hour's counts."""
     settings = {**run.params, "seed": str(run.seed)}
     if run.linger_ms is not None:
-        settings["linger_ms"] = str(run.linger_ms)
+        settings["connection_linger_ms"] = str(run.linger_ms)
     spec, policy_settings, seed = prepare(run.scenario, settings)
     result = run_spec(spec, run.policy, policy_settings, seed)
     counts = result.counts
@@ -205,6 +206,7 @@ def linger_table(found: Mapping[str, Any]) -> Table:
         "The linger trade-off: socket-seconds against handshakes per client-hour",
         f"Each row: the median over {s['repeats']} seeded runs of {s['duration_ms'] / 3.6e6:g} "
         "simulated hour(s) of one scenario, for the proposal at one `linger_ms` "
+        "(its `connection_linger_ms` option) "
         f"({', '.join(str(v) for v in s['values_ms'])} ms) or a baseline model as it is "
         "(`linger_ms` empty). `socket_s_per_h`: the time-integral of open sockets per "
         "client-hour, every role; `handshakes_per_h`: connections established per "

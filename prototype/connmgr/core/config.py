@@ -107,7 +107,7 @@ class PolicyConfig:
             "of a separate one (group requests then queue behind long-poll fetches)",
         ),
     )
-    linger_ms: int = field(
+    connection_linger_ms: int = field(
         default=3_000,
         metadata=option(
             "how long an unneeded, quiet connection stays open before prompt close (ms)",
@@ -161,8 +161,8 @@ class PolicyConfig:
             )
         if self.reconnect_backoff_ms < 0 or self.reconnect_backoff_max_ms < 0:
             raise ConfigError("reconnect backoffs must be >= 0 ms")
-        if self.linger_ms < 0:
-            raise ConfigError(f"linger_ms={self.linger_ms}: must be >= 0")
+        if self.connection_linger_ms < 0:
+            raise ConfigError(f"connection_linger_ms={self.connection_linger_ms}: must be >= 0")
         if self.max_connections is not None and self.max_connections < 1:
             raise ConfigError(
                 f"max_connections={self.max_connections}: a socket budget must allow at "

@@ -45,7 +45,7 @@ class ValueKind:
 
 
 def _is_int(value: object) -> bool:
-    # bool is an int subclass: True must not pass for linger_ms and friends.
+    # bool is an int subclass: True must not pass for connection_linger_ms and friends.
     return isinstance(value, int) and not isinstance(value, bool)
 
 

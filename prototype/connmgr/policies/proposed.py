@@ -26,7 +26,7 @@ f. Coordinators are plural (a group coordinator, a transaction coordinator, ...)
    requests go on the data connection to its broker (see :meth:`_coordinator_purpose`).
 g. Prompt close: a connection nothing needs (not a leader in use, not the coordinator, not
    the last connection left for any-node requests, nothing in flight) closes after
-   ``linger_ms``, whatever ``connections.max.idle.ms`` says.
+   ``connection_linger_ms``, whatever ``connections.max.idle.ms`` says.
 h. Endpoint change: when metadata moves a node id to a new host:port, connections to the old
    one drain and close; new requests dial the new endpoint (the key differs).
 h2. Stale address: when the driver reports that a host name no longer resolves to the
@@ -309,7 +309,7 @@ class ProposedPolicy(Policy):
 
     def _linger_deadline(self, conn: Connection) -> float:
         assert conn.unneeded_since_ms is not None
-        return max(conn.unneeded_since_ms, conn.last_used_ms) + self.config.linger_ms
+        return max(conn.unneeded_since_ms, conn.last_used_ms) + self.config.connection_linger_ms
 
     def maintain(self) -> None:
         # A review is needed only when something structural changed or a linger ran out:

@@ -68,10 +68,20 @@ def _value(i: int) -> bytes:
 
 
 async def _turn(
-    client: str, number: int, config: PolicyConfig, partitions: int, records: int, seed: int
+    client: str,
+    number: int,
+    config: PolicyConfig,
+    partitions: int,
+    records: int,
+    seed: int,
+    batch_linger_ms: int,
 ) -> ABTurn:
     kwargs = config_kwargs(client, config, seed)
-    kwargs.update(bootstrap_servers=",".join(str(e) for e in config.bootstrap), acks="all")
+    kwargs.update(
+        bootstrap_servers=",".join(str(e) for e in config.bootstrap),
+        acks="all",
+        linger_ms=batch_linger_ms,  # aiokafka's batching linger, the same for A and B
+    )
     producer = new_producer(client, kwargs)
     clock = AckClock()
     await producer.start()
@@ -125,10 +135,13 @@ async def throughput_ab(
     rtt_ms: float = 0.0,
     seed: int = 0,
     clients: tuple[str, str] = ("proposed", "aiokafka"),
+    *,
+    batch_linger_ms: int = 5,
 ) -> list[ABTurn]:
     """Producer throughput of ``clients`` (A, B) on one embedded cluster of ``brokers``
     brokers, ``rounds`` turns each, interleaved: round r runs A then B if r is even, B then A
-    if odd. ``rtt_ms`` delays every broker's responses; ``seed`` seeds the proposed policy.
+    if odd. ``rtt_ms`` delays every broker's responses; ``seed`` seeds the proposed policy;
+    ``batch_linger_ms`` is aiokafka's ``linger_ms`` (batching) for both producers.
 
     Returns the turns in the order they ran (2 * ``rounds``). Raises :class:`ConfigError`
     for bad arguments (``rounds``, ``records`` or ``brokers`` below 1, ``rtt_ms`` below 0, a
@@ -147,5 +160,7 @@ async def throughput_ab(
         for number in range(rounds):
             order = clients if number % 2 == 0 else clients[::-1]
             for client in order:
-                turns.append(await _turn(client, number, config, brokers, records, seed))
+                turns.append(
+                    await _turn(client, number, config, brokers, records, seed, batch_linger_ms)
+                )
     return turns

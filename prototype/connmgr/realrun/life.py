@@ -13,7 +13,7 @@ client keeps working at a cadence scaled the same way:
 - idle expiry: ``connections_max_idle_ms`` / ``connections.max.idle.ms`` (540 s; 9 s at
   scale 60) for aiokafka, the proposal and Java. librdkafka's default is 0 (never): it keeps
   its default, as its users run it;
-- the proposal's prompt-close ``linger_ms`` (3 s; 50 ms at scale 60);
+- the proposal's prompt-close ``connection_linger_ms`` (3 s; 50 ms at scale 60);
 - the work: a producer sends one record every 120 s of its life (2 s at scale 60), a consumer
   keeps polling and commits at the same cadence.
 
@@ -52,7 +52,7 @@ def _default(name: str) -> int:
 
 
 IDLE_MS: Final = _default("connections_max_idle_ms")
-LINGER_MS: Final = _default("linger_ms")
+LINGER_MS: Final = _default("connection_linger_ms")
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,16 @@ class LifePlan:
 
     def policy_settings(self, client: str, given: Mapping[str, str]) -> dict[str, str]:
         """Settings to add to a run's ``--set`` policy settings: the scaled idle timeout for
-        aiokafka and the proposal, and the proposal's scaled ``linger_ms`` (``given``'s
+        aiokafka and the proposal, and the proposal's scaled ``connection_linger_ms`` (``given``'s
         value, else the default, read as represented time); none for Java and librdkafka
         (their settings are their own: :meth:`java_config`, :meth:`librdkafka_config`)."""
         if client not in ("aiokafka", "proposed"):
             return {}
         settings = {"connections_max_idle_ms": str(self.scaled_idle_ms)}
         if client == "proposed":
-            settings["linger_ms"] = str(self.linger_ms(int(given.get("linger_ms", LINGER_MS))))
+            settings["connection_linger_ms"] = str(
+                self.linger_ms(int(given.get("connection_linger_ms", LINGER_MS)))
+            )
         return settings
 
     def aiokafka_kwargs(self) -> dict[str, Any]:

@@ -271,7 +271,7 @@ async def run_consumer(
         )
 
 
-_TIMERS = ("metadata_max_age_ms", "connections_max_idle_ms", "linger_ms")
+_TIMERS = ("metadata_max_age_ms", "connections_max_idle_ms", "connection_linger_ms")
 
 
 def _given(kwargs: Mapping[str, Any]) -> dict[str, Any]:

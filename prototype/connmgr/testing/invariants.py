@@ -288,7 +288,7 @@ def check_tight(sim: Simulator) -> None:
     if idle is None:
         return  # not a prompt-closing policy
     policy = sim.policy
-    linger = policy.config.linger_ms
+    linger = policy.config.connection_linger_ms
     for conn in policy.table.records():
         if conn.conn_id not in idle:
             continue

@@ -57,7 +57,7 @@ in the policy (``place()`` returns None for a broker not in metadata) until
 ``request_timeout_ms``; ``PolicyClient.ready()`` blocks that long and the producer's batch
 expires with ``NodeNotReadyError``. Invariant (a) catches it.
 
-Settings that matter: the policy's ``linger_ms`` is :data:`LINGER_MS` (short, so settling
+Settings that matter: the policy's ``connection_linger_ms`` is :data:`LINGER_MS` (short, so settling
 is quick; the simulator uses the same value because it uses the same config), the bootstrap
 list names every broker and starts at the first (``bootstrap_offset=0``), and the policy's
 random source is seeded from the example, in both worlds.
@@ -271,7 +271,7 @@ class RealPairMachine(RuleBasedStateMachine):
             acks="all",
             request_timeout_ms=REQUEST_TIMEOUT_MS,
             retry_backoff_ms=50,
-            linger_ms=LINGER_MS,
+            connection_linger_ms=LINGER_MS,
             bootstrap_offset=0,
             policy_seed=seed,
         )
