@@ -2,7 +2,8 @@
 template in order, a Java design that names the classes it changes with citations, a Test
 Plan that names tests of this project that exist; the protocol proposal has a message schema
 in Kafka's style and a security analysis; no headline figure or number uses the articles'
-model or a timing ratio across runtimes."""
+model or a timing ratio across runtimes; Kafka's sources are cited at the release the Java
+patch is based on (the citations themselves: tests/test_source_citations.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from connmgr.bench import rfc
+from connmgr.java import sources
 
 PROPOSALS = rfc.RFC.parent
 ROOT = PROPOSALS.parent
@@ -25,7 +27,6 @@ SECTIONS = (
     "Test Plan",
     "Rejected Alternatives",
 )
-JAVA_CITATION = re.compile(r"[A-Z]\w+\.(?:java|scala)(?::L?\d+)")
 
 
 def _section(text: str, title: str) -> str:
@@ -60,7 +61,11 @@ def test_each_java_design_names_the_classes_it_changes_with_citations(kip: Path)
     changes = _section(kip.read_text(), "Proposed Changes")
     assert "### Java design" in changes
     design = changes[changes.index("### Java design") :]
-    cited = set(JAVA_CITATION.findall(design))
+    # Citations as tests/test_source_citations.py checks them against Kafka's sources.
+    cited = {
+        f"{c.path.rsplit('/', 1)[-1]}:{c.start}-{c.end}"
+        for c in sources.checked(sources.parse_citations(design, kip.name))
+    }
     # A rejected proposal proposes no change; it still says where one would live.
     rejected = _section(kip.read_text(), "Status").lstrip().startswith("**Rejected")
     assert len(cited) >= (1 if rejected else 3), f"{kip.name}: Java design cites {sorted(cited)}"
@@ -115,3 +120,12 @@ def test_no_headline_uses_the_articles_model_or_a_cross_runtime_timing_ratio() -
             assert not (timing and other_runtime and value.endswith("ratio")), (
                 f"{path.name}: {value} is a timing ratio across runtimes"
             )
+
+
+@pytest.mark.parametrize("path", sorted(PROPOSALS.glob("*.md")), ids=lambda p: p.name)
+def test_the_proposals_cite_kafka_at_the_release_the_java_patch_is_based_on(path: Path) -> None:
+    text = path.read_text()
+    for c in sources.checked(sources.parse_citations(text, path.name)):
+        assert c.revision == sources.JAVA_PATCH_BASE, (
+            f"{c}: the proposals cite Kafka {sources.JAVA_PATCH_BASE}, the base of the Java patch"
+        )
