@@ -55,8 +55,11 @@ def _bare_python(where: Path) -> Path:
     """A venv with nothing installed (no pip, no site-packages of the driver's Python)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python3"
+    # Checked in the environment the workers get (no PYTHONPATH: a developer's checkout on
+    # it would put the package within the executors' reach).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     probe = subprocess.run(
-        [str(python), "-c", "import connmgr"], capture_output=True, text=True, check=False
+        [str(python), "-c", "import connmgr"], capture_output=True, text=True, check=False, env=env
     )
     assert probe.returncode != 0, "the executors' Python must not have the package"
     return python
