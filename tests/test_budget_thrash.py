@@ -4,8 +4,9 @@ A consumer of ``big-consumer`` on 3 brokers needs 4 connections (3 leaders and i
 coordinator). With a budget of 4 or more nothing changes; one below, every dial at the cap
 closes a quiet connection the work needs, which is dialled again at the next request: over
 one simulated hour the handshakes go from 5 to thousands. The figures are pinned exactly, as
-``tests/test_scenarios.py::OPENS_MORE`` pins the proposal's other costs: the test fails if
-they change either way, and proposal/kip-e-socket-budget.md cites them from here.
+``connmgr.costs.STATED_COSTS`` pins the proposal's other costs (held by
+``tests/test_scenarios.py``): the test fails if they change either way, and
+proposal/kip-e-socket-budget.md cites them from here.
 """
 
 from __future__ import annotations

@@ -228,3 +228,33 @@ def test_the_life_stage_measured_every_client_and_the_headline_shows_them(
     assert all(r["socket_s_per_h_ratio"] is not None for r in headline)
     assert "real-life" in quick.report.read_text()
     assert "life" in quick.stage_seconds
+
+
+def test_the_quick_run_exits_0_and_a_regression_injected_into_its_results_exits_1(
+    quick: BenchOutcome, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The stated costs' acceptance: `connmgr bench --quick` exits 0 on this code (what it
+    # flags, rebalance's one dial more than java-today, is a stated cost), and 1 once the
+    # proposal opens one more there than the stated excess allows (a copy of its results,
+    # compared again as `--report-only` does).
+    import shutil
+
+    from connmgr.bench.job import regenerate_report
+    from connmgr.bench.schema import write_parquet
+    from connmgr.cli import _bench_status
+
+    assert _bench_status(quick.regressions, quick.problems) == 0
+    assert ("rebalance[]", "java-today", "opened") in {
+        (r.point, r.baseline, r.metric) for r in quick.stated
+    }
+    run = tmp_path_factory.mktemp("injected") / quick.run_id
+    shutil.copytree(quick.run_dir / "raw", run / "raw")
+    sims = raw(quick, "sim")
+    for row in sims:
+        if (row["point"], row["policy"]) == ("rebalance[]", "proposed"):
+            row["opened"] += 1
+    write_parquet(sims, run / "raw" / "results" / "sim.parquet")
+    comparison, problems = regenerate_report(run)
+    flagged = {(r.point, r.baseline, r.metric) for r in comparison.regressions}
+    assert ("rebalance[]", "java-today", "opened") in flagged
+    assert _bench_status(comparison.regressions, problems) == 1

@@ -14,7 +14,10 @@ The job runs its stages in order, each a module of its own, with typed values be
 2. aggregate in Spark (:mod:`connmgr.bench.aggregation`): pairs, medians, ratios and the
    regression flags (rules in :mod:`connmgr.bench.metrics`), collected as the values of
    :mod:`connmgr.bench.summaries`;
-3. the tables (:mod:`connmgr.bench.tables`, written by :mod:`connmgr.bench.table`), the plots
+3. the stated costs (:mod:`connmgr.bench.stated`): the flagged differences that a stated cost
+   of the proposal (:data:`connmgr.costs.STATED_COSTS`) covers are set apart from the
+   regressions;
+4. the tables (:mod:`connmgr.bench.tables`, written by :mod:`connmgr.bench.table`), the plots
    (:mod:`connmgr.bench.plots`) and the page (:mod:`connmgr.bench.page`).
 
 The names tests and callers import from here (``load_results``, ``pair_summary``, ...) are
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench import plots, tables
+from connmgr.bench import plots, stated, tables
 from connmgr.bench.aggregation import (
     BROKER_BUCKETS,
     gather,
@@ -76,13 +79,16 @@ class Comparison:
     rows: Mapping[str, int]
     """Result rows per kind."""
     regressions: tuple[Regression, ...]
+    """The flagged differences no stated cost covers: these fail ``connmgr bench``."""
+    stated: tuple[Regression, ...]
+    """The flagged differences that stated costs cover (``connmgr.costs.STATED_COSTS``)."""
     tables: Mapping[str, TableFiles]
     plots: Mapping[str, Path]
     micro: tuple[MicroBenchmark, ...]
 
     @property
     def ok(self) -> bool:
-        """No regression."""
+        """No regression beyond the stated costs."""
         return not self.regressions
 
 
@@ -147,7 +153,8 @@ def run_comparison(
     elsewhere (the real clients' scaled lives, :mod:`connmgr.bench.life`);
     ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
-    ``regressions`` decide the exit status."""
+    ``regressions`` (the flagged differences no stated cost covers) decide the exit
+    status."""
     if not 0 <= tolerance < 1:
         raise ConfigError(f"tolerance={tolerance!r}: must be in [0, 1)")
     files = result_files(run_dir)
@@ -173,10 +180,14 @@ def run_comparison(
         df.unpersist()
 
     regressed = sorted(got.regressed, key=lambda r: (r.kind, r.scenario, r.point, r.baseline))
-    regressions = tuple(regressions_of(regressed, tolerance))
-    headline = tables.headline_table((*got.headline, *extra_headline))
+    flagged = regressions_of(regressed, tolerance)
+    excused, regressions = stated.split(flagged)
+    headline = tables.headline_table(
+        (*stated.headline_without_stated(got.headline, flagged, regressions), *extra_headline)
+    )
     runs = tables.runs_table(got.meta)
     regressions_t = tables.regressions_table(regressions)
+    stated_t = stated.stated_costs_table(p.record() for p in got.comparison)
     decisions = tables.decision_table(micro)
     simulator = tables.simulator_table(micro)
     content = [
@@ -198,7 +209,8 @@ def run_comparison(
     content.extend(extra_tables)
     content.append(tables.comparison_table(got.comparison))
     written = {
-        t.name: write_table(t, tables_dir) for t in (headline, runs, regressions_t, *content)
+        t.name: write_table(t, tables_dir)
+        for t in (headline, runs, regressions_t, stated_t, *content)
     }
     if sweep_points is not None:
         written["sweep-points"] = TableFiles(sweep_points, None)
@@ -231,6 +243,11 @@ def run_comparison(
             if regressions
             else "**No regressions.**"
         )
+        + (
+            f" {len(excused)} flagged difference(s) covered by stated costs (see Stated costs)."
+            if excused
+            else ""
+        )
         + f" Sockets are compared exactly; timings and throughput within ±{tolerance:g}."
     )
     if sweep_points is not None:
@@ -246,6 +263,7 @@ def run_comparison(
         + _links(written["headline"], out),
         regressions=regressions_markdown(regressions, tolerance, regressions_t)
         + _links(written["regressions"], out),
+        stated=stated.stated_markdown(stated_t, excused) + _links(written["stated-costs"], out),
         tables=[(t, written[t.name]) for t in content],
         plots=plot_entries,
         extra_sections=tuple(extra_sections),
@@ -260,6 +278,7 @@ def run_comparison(
         tolerance=tolerance,
         rows=counts,
         regressions=regressions,
+        stated=excused,
         tables=written,
         plots=drawn,
         micro=micro,

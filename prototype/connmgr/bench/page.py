@@ -1,8 +1,8 @@
 """The report page, ``index.md``: what a person reads top to bottom.
 
-:func:`render_index` lays out a :class:`Page` (what ran, headline, regressions, tables,
-plots, the caller's extra sections, how to regenerate); the ``*_markdown`` functions write
-the sections that are more than a table. Nothing here needs Spark.
+:func:`render_index` lays out a :class:`Page` (what ran, headline, regressions, stated
+costs, tables, plots, the caller's extra sections, how to regenerate); the ``*_markdown``
+functions write the sections that are more than a table. Nothing here needs Spark.
 """
 
 from __future__ import annotations
@@ -36,15 +36,20 @@ class Page:
     """(title, caption, path) of each plot."""
     extra_sections: Sequence[tuple[str, str]] = field(default_factory=tuple)
     regenerate: str = ""
+    stated: str = ""
+    """The "Stated costs" section (:mod:`connmgr.bench.stated`); left out when empty."""
 
 
 def render_index(page: Page, out: Path) -> str:
-    """The text of ``index.md``: what ran, headline, regressions, tables, plots, the caller's
-    extra sections, and how to regenerate. Links are relative to ``out``."""
+    """The text of ``index.md``: what ran, headline, regressions, stated costs, tables,
+    plots, the caller's extra sections, and how to regenerate. Links are relative to
+    ``out``."""
     parts = [f"# {page.title}", page.summary]
     parts += ["## What ran", page.what_ran]
     parts += ["## Headline", page.headline]
     parts += ["## Regressions", page.regressions]
+    if page.stated:
+        parts += ["## Stated costs", page.stated]
     parts += [
         "## Tables",
         "Each table is also in `tables/`, as Parquet (for programs) and as Markdown, with the "
@@ -178,12 +183,15 @@ def headline_markdown(headline: Table, decisions: Table, simulator: Table) -> st
 
 
 def regressions_markdown(regressions: Sequence[Regression], tolerance: float, table: Table) -> str:
-    """The "Regressions" section: the rules, then the regressions (or a link to them)."""
+    """The "Regressions" section: the rules, then the regressions (or a link to them): the
+    flagged differences that no stated cost covers (those it covers are under "Stated
+    costs")."""
     rules = (
         f"Rules: sockets (opened, peak, steady) regress when the proposal's median is above the "
         f"baseline's; time to first ack/consume when the median ratio is above "
         f"{1 + tolerance:g} and the medians differ by more than 5 ms; throughput when it is "
-        f"below {1 - tolerance:g}."
+        f"below {1 - tolerance:g}. A flagged difference that a stated cost of the proposal "
+        f"covers (within its stated excess) is listed under Stated costs instead."
     )
     if not regressions:
         return f"None.\n\n{rules}"

@@ -12,10 +12,13 @@ is regenerated, never typed:
 :func:`render` fills all of them from one report directory (``OUT/<run-id>``); the main job
 calls :func:`refresh` after a run into the checkout's ``reports/``. A figure's source is a
 report table (``tables/NAME.parquet``, formatted as the report's own Markdown tables format
-it), except three that come from the code or the repository: the connection state table
-(:func:`connmgr.core.state.transitions_markdown`) and the 2.1.0 claim table
-(``docs/java-2.1.0-claims.md``). ``tests/test_rfc.py`` fails if the committed RFC differs
-from what its cited report gives.
+it), except those that come from the code or the repository: the connection state table
+(:func:`connmgr.core.state.transitions_markdown`), the 2.1.0 claim table
+(``docs/java-2.1.0-claims.md``) and the stated costs (:data:`connmgr.costs.STATED_COSTS`,
+measured from the report's ``comparison`` table, so that a report written before its
+``stated-costs`` table existed gives them too). The ``regressions`` figure leaves out the
+rows a stated cost covers, as the comparison now does (:mod:`connmgr.bench.stated`).
+``tests/test_rfc.py`` fails if the committed RFC differs from what its cited report gives.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +37,10 @@ from connmgr.bench.rfcreport import RFC as RFC
 from connmgr.bench.rfcreport import ROOT, Report, RfcError, latest_report
 from connmgr.bench.rfcvalues import REAL_POINTS as REAL_POINTS
 from connmgr.bench.rfcvalues import VALUES as VALUES
+from connmgr.bench.rfcvalues import is_stated
 from connmgr.bench.schema import ColumnType, ResultsError
-from connmgr.bench.table import format_cell
+from connmgr.bench.stated import stated_costs_table
+from connmgr.bench.table import format_cell, markdown_table
 
 CLAIMS = ROOT / "docs" / "java-2.1.0-claims.md"
 
@@ -135,6 +141,23 @@ def _claims(_: Report) -> str:
     return f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` (`python -m connmgr.java.claims`).*"
 
 
+def _stated_costs(report: Report) -> str:
+    """Every stated cost with its figures in the report (its ``comparison`` table)."""
+    table = stated_costs_table(report.rows("comparison"))
+    shown = ("scenario", "baseline", "metric", "stated_excess", "proposed", "baseline_value")
+    keep = [i for i, (name, _) in enumerate(table.columns) if name in (*shown, "reason")]
+    picked = replace(
+        table,
+        columns=tuple(table.columns[i] for i in keep),
+        rows=tuple(tuple(row[i] for i in keep) for row in table.rows),
+    )
+    return (
+        f"{markdown_table(picked)}\n\n*Source: `prototype/connmgr/costs.py` (`STATED_COSTS`); "
+        f"`proposed` and `baseline_value` from `reports/{report.run_id}/tables/comparison.md` "
+        "(kind `sim`, the scenario's point at its defaults).*"
+    )
+
+
 def _state_table(_: Report) -> str:
     from connmgr.core.state import transitions_markdown
 
@@ -164,7 +187,10 @@ FIGURES: dict[str, Callable[[Report], str]] = {
         r,
         "regressions",
         "kind point baseline metric proposed baseline_value ratio rule",
+        keep=lambda row: not is_stated(row),
+        note=" (rows a stated cost covers left out: figure `stated-costs`)",
     ),
+    "stated-costs": _stated_costs,
     "sim-named-scenarios": lambda r: _table(
         r,
         "sockets",

@@ -243,7 +243,8 @@ def life_costs_table(
         "baseline's: `excess` is "
         "the difference, `where` the roles whose figure is higher (proposed - baseline). "
         "Not a regression rule: these are the costs the RFC's Costs section explains (a "
-        "re-dial after prompt close, a second coordinator connection).",
+        "re-dial after prompt close, a second coordinator connection); a stated one is in "
+        "`stated-costs` with its reason.",
         (*_EXCESS_COLUMNS, ("excess", _D), ("where", _S)),
         _sorted(rows, ("kind", "scenario", "point", "baseline", "metric")),
     )
@@ -416,7 +417,7 @@ def regressions_table(regressions: Sequence[Regression]) -> Table:
         "regressions",
         "Regressions",
         "Every (kind, point, baseline, metric) on which the proposal is worse than the rule "
-        "allows.",
+        "allows and that no stated cost covers (those are in `stated-costs`).",
         (*_EXCESS_COLUMNS, ("ratio", _D), ("rule", _S)),
         (asdict(r) for r in regressions),
     )
