@@ -14,10 +14,10 @@ that matters for safety:
 * an endpoint nobody advertises refuses, and so does a broker that is down.
 
 Names. Hosts are literal addresses unless the cluster has a name table (:attr:`ClusterModel.dns`,
-empty but for the ``ip-change`` scenario): there a broker's host is a DNS name that resolves
-to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a broker's pod the
-Kubernetes way -- the old address stops answering (no reset: a socket to it just gets no
-reply), the name resolves to nothing (NXDOMAIN) while the broker is down, then to a new
+empty but for the ``ip-change`` and ``resolver-outage`` scenarios): there a broker's host is a
+DNS name that resolves to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a
+broker's pod the Kubernetes way -- the old address stops answering (no reset: a socket to it
+just gets no reply), the name resolves to nothing (NXDOMAIN) while the broker is down, then to a new
 address; :attr:`ClusterModel.dns_failure` is a resolver outage, every lookup failing while
 the records stay as they are. The client resolves a name when it first dials it and again
 every :attr:`ClusterModel.dns_ttl_ms`.
