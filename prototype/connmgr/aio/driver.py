@@ -10,8 +10,8 @@ waiting caller with a retriable error, ``refresh_metadata`` asks the client's sy
 ``wake_at`` arms one ``loop.call_at`` timer.
 
 With ``dns_ttl_ms`` set, the driver resolves host names (:mod:`connmgr.aio.resolver`): it
-feeds ``AddressesResolved`` before dialling a name and whenever the name's answer changes
-(re-resolved every ``dns_ttl_ms`` while a connection to it is open), and says in
+feeds ``AddressesResolved`` for every lookup, failed or not -- before dialling a name with no
+fresh answer, and every ``dns_ttl_ms`` while a connection to it is open -- and says in
 ``ConnectionEstablished`` which address the socket reached. Literal addresses are not
 resolved and their connections carry no address: they feed what they fed before.
 
@@ -103,7 +103,8 @@ class PolicyDriver:
     ) -> None:
         """``dns_ttl_ms``: resolve host names, again every ``dns_ttl_ms`` while in use (0:
         only when dialling one); None: leave resolution to the OS and report no address.
-        ``lookup``: how to resolve (default: the loop's ``getaddrinfo``)."""
+        ``lookup``: how to resolve (default: the loop's ``getaddrinfo``), each lookup given
+        up after the resolver's timeout (:class:`~connmgr.aio.resolver.Resolver`)."""
         self.policy = policy
         self.ledger = ledger
         self._dial = dial
@@ -251,9 +252,9 @@ class PolicyDriver:
         if not self.closed:
             self.feed(RequestWithdrawn(request_id))
 
-    def _resolved(self, host: str, addresses: frozenset[str]) -> None:
+    def _resolved(self, lookup: AddressesResolved) -> None:
         if not self.closed:
-            self.feed(AddressesResolved(host, addresses))
+            self.feed(lookup)
 
     def _in_use(self, host: str) -> bool:
         return any(view.key.endpoint.host == host for view in self.policy.connections())

@@ -53,10 +53,11 @@ class PolicyOptions:
             reach=Reach.DROP_IN,
             meaning="how often (ms) the client resolves a host name again while it holds a "
             "connection to it, so that a connection whose name no longer resolves to the "
-            "address it reached (a broker pod restarted with a new IP) is closed and its "
-            "requests re-sent at once instead of after `request_timeout_ms`; 0: names are "
-            "resolved only when dialled. The default is the JVM's default cache time for a "
-            "resolved name (`networkaddress.cache.ttl`, 30 s), the Java client's own "
+            "address it reached (a broker pod restarted with a new IP; two answers in a row "
+            "without it) is closed and its requests re-sent instead of after "
+            "`request_timeout_ms`; a failed, timed-out or empty lookup closes nothing; 0: "
+            "names are resolved only when dialled. The default is the JVM's default cache "
+            "time for a resolved name (`networkaddress.cache.ttl`, 30 s), the Java client's own "
             "staleness; literal addresses are never resolved",
         ),
     )

@@ -20,7 +20,8 @@ class CloseReason(enum.Enum):
     ENDPOINT_CHANGED = "endpoint_changed"
     """Metadata moved the node to another host:port."""
     STALE_ADDRESS = "stale_address"
-    """The connection's host name no longer resolves to the address it reached."""
+    """The connection's host name no longer resolves to the address it reached (two
+    successful answers in a row left it out; a failed lookup never closes)."""
     BUDGET = "budget"
     """Closed to make room under ``max_connections``."""
     SHUTDOWN = "shutdown"

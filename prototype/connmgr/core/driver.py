@@ -30,18 +30,20 @@ what they fed):
                          waited for the lease any more
 ``ConnectionEstablished`` / ``ConnectionFailed`` / ``ConnectionClosedByPeer``
                          the outcome of a ``Connect``, and a socket the other side closed
-``AddressesResolved``    a host name resolved (to the addresses it names now): when the
-                         driver dials it, and whenever else the client resolves it again
-                         (the simulator: each name it dialled again every TTL; the
-                         aio driver: each name it holds a connection to, every
-                         ``dns_ttl_ms``)
+``AddressesResolved``    a lookup of a host name ended: with the addresses it names now,
+                         or failed (timeout, SERVFAIL, NXDOMAIN, no address). Every
+                         lookup the driver makes, changed or not: before dialling a name
+                         it holds no fresh answer for, and again every TTL (the
+                         simulator: each name it dialled; the aio driver: each name it
+                         holds a connection to, every ``dns_ttl_ms``)
 ``TimePassed``           the time a ``WakeAt`` asked for has come
 ``ClientClosed``         the application closed the client (last event)
 =======================  ===================================================================
 
-Names. A driver that resolves host names itself reports each resolution
-(``AddressesResolved``) before the dial that uses it, and says in ``ConnectionEstablished``
-which address the socket reached (``address``); the policy keeps it on the connection record.
+Names. A driver that resolves host names itself reports each lookup (``AddressesResolved``;
+a failed one with how it failed) before the dial that uses it, and says in
+``ConnectionEstablished`` which address the socket reached (``address``); the policy keeps
+it on the connection record.
 A driver that leaves resolution to the OS sends neither (``address`` None): no connection is
 ever found stale, and a policy behaves as before. A request on a connection that never
 answers fails after ``request_timeout_ms`` and the client drops that connection, as Java's

@@ -7,10 +7,12 @@ client; connection ids are chosen by the policy (in its ``Connect`` actions) and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from connmgr.core.api import Api as Api  # re-exported: events name their request type
 from connmgr.core.coordinator import ANY_GROUP, CoordinatorRef
 from connmgr.core.metadata import ClusterMetadata, TopicPartition
+from connmgr.errors import PolicyMisuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,18 +97,58 @@ class ConnectionEstablished:
     not resolve names (the host is a literal, or the driver leaves resolution to the OS)."""
 
 
+class LookupOutcome(Enum):
+    """How one lookup of a host name ended. Only :attr:`ANSWERED` says where the name
+    points; every other outcome is a failed lookup, which says nothing about any connection
+    (a DNS outage is not a broker moving)."""
+
+    ANSWERED = "answered"
+    """A successful answer naming at least one address."""
+    EMPTY = "empty"
+    """An answer with no address in it (the name exists but has no address record)."""
+    NO_SUCH_NAME = "no_such_name"
+    """NXDOMAIN: the name does not exist (a record removed, or a resolver gone astray)."""
+    SERVER_FAILURE = "server_failure"
+    """SERVFAIL, a temporary failure (``EAI_AGAIN``), or any other resolver error."""
+    TIMEOUT = "timeout"
+    """No answer within the driver's lookup timeout."""
+
+
 @dataclass(frozen=True, slots=True)
 class AddressesResolved:
-    """Host name ``host`` (an :class:`~connmgr.core.endpoint.Endpoint`'s host) resolves to
-    ``addresses`` now; empty: to nothing (NXDOMAIN, the record was removed).
+    """The driver looked up host name ``host`` (an :class:`~connmgr.core.endpoint.Endpoint`'s
+    host) and the lookup ended with ``outcome``: :attr:`LookupOutcome.ANSWERED` with the
+    (non-empty) ``addresses`` the name names now, or a failure with ``addresses`` empty.
+    A driver that resolves names reports every lookup it makes, failed or not, changed or
+    not (see :mod:`connmgr.core.driver`).
 
-    A connection established to an address no longer in the set reaches a machine the name
-    no longer names (a Kubernetes pod restarted under its DNS name with a new IP): what a
-    policy does about it is its own (the proposed policy retires such connections; today's
-    clients never re-check a live connection's address)."""
+    A connection established to an address a successful answer leaves out may reach a
+    machine the name no longer names (a Kubernetes pod restarted under its DNS name with a
+    new IP): what a policy does about it is its own (the proposed policy's rule (h2);
+    today's clients never re-check a live connection's address). Raises
+    :class:`~connmgr.errors.PolicyMisuse` for an answer without addresses or a failure
+    with some: an empty answer is :attr:`LookupOutcome.EMPTY`, never a successful one."""
 
     host: str
     addresses: frozenset[str]
+    outcome: LookupOutcome = LookupOutcome.ANSWERED
+
+    def __post_init__(self) -> None:
+        if (self.outcome is LookupOutcome.ANSWERED) != bool(self.addresses):
+            raise PolicyMisuse(
+                f"lookup of {self.host!r}: outcome {self.outcome.value} with "
+                f"{len(self.addresses)} addresses (only a non-empty answer is 'answered')"
+            )
+
+    @classmethod
+    def failed(cls, host: str, outcome: LookupOutcome) -> AddressesResolved:
+        """The report of a lookup of ``host`` that failed with ``outcome``."""
+        return cls(host, frozenset(), outcome)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the lookup succeeded (with at least one address)."""
+        return self.outcome is LookupOutcome.ANSWERED
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,8 +208,8 @@ class Policy(ABC):
                 self.version += 1
             case ConnectionEstablished(conn_id, node_id, address):
                 self._on_established(conn_id, node_id, address)
-            case AddressesResolved(host, addresses):
-                self.on_addresses_resolved(host, addresses)
+            case AddressesResolved():
+                self.on_addresses_resolved(event)
             case ConnectionFailed(conn_id):
                 self._on_failed(conn_id)
             case ConnectionClosedByPeer(conn_id):
@@ -239,8 +239,8 @@ class Policy(ABC):
         """Hook: coordinator ``ref`` moved from broker ``old`` (None: newly known) to
         ``self.coordinators.broker_of(ref)`` (None: no longer known)."""
 
-    def on_addresses_resolved(self, host: str, addresses: frozenset[str]) -> None:
-        """Hook: ``host`` resolves to ``addresses`` now (today's clients ignore it)."""
+    def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
+        """Hook: the driver looked a host name up; failed or not (today's clients ignore it)."""
 
     def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
         """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""

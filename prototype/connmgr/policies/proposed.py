@@ -29,12 +29,19 @@ g. Prompt close: a connection nothing needs (not a leader in use, not the coordi
    ``connection_linger_ms``, whatever ``connections.max.idle.ms`` says.
 h. Endpoint change: when metadata moves a node id to a new host:port, connections to the old
    one drain and close; new requests dial the new endpoint (the key differs).
-h2. Stale address: when the driver reports that a host name no longer resolves to the
-   address a connection reached (a pod restarted under its DNS name with a new IP, or the
-   name resolves to nothing while the pod is gone), that connection closes at once, busy or
-   not, and its in-flight requests go back to be placed again, as when a connection is lost:
-   the next request for the broker dials anew (the driver resolves the name again) instead
-   of waiting out ``request_timeout_ms`` on an address that may never answer.
+h2. Stale address (decided in :meth:`ProposedPolicy.on_addresses_resolved`): a connection
+   to a host name is retired only when DNS says, twice, that its address is no longer the
+   name's. A lookup that failed -- timed out, SERVFAIL, NXDOMAIN, or an answer with no
+   address -- changes nothing: an established TCP connection does not depend on DNS (a
+   reused IP cannot take it over: the new host answers RST), so a DNS outage closes no
+   working connection, as with today's clients. A successful answer that leaves out the
+   address a connection reached marks it; the next successful answer for that name (the
+   driver's next refresh, one TTL later; failed lookups between them neither count nor
+   clear the mark) confirms it if it leaves the address out too, and then the connection
+   closes at once, busy or not, and its in-flight requests go back to be placed again, as
+   when a connection is lost: the next request for the broker dials anew instead of
+   waiting out ``request_timeout_ms`` on an address that may never answer (a pod restarted
+   under its DNS name with a new IP). An answer that includes the address clears the mark.
 i. Socket budget: with ``max_connections``, a dial at the cap first closes the least recently
    used quiet connection, unneeded ones first; with none quiet, the dial is DEFERRED and its
    requests wait for the next socket to go quiet. The cap is never exceeded. Needed-but-quiet
@@ -63,6 +70,7 @@ from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.connections import Connection, first_ready
 from connmgr.core.coordinator import CoordinatorKind
+from connmgr.core.events import AddressesResolved
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
@@ -90,6 +98,8 @@ class ProposedPolicy(Policy):
         self._reviewed = -1
         self._leaders_cache: tuple[object, object, frozenset[int]] = (None, None, frozenset())
         self._coordinator_needs: tuple[int, dict[Purpose, frozenset[int]]] = (-1, {})
+        self._stale_marks: set[int] = set()
+        """Connections a successful answer for their name left out once (rule h2)."""
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return self.config.warm_up
@@ -207,24 +217,36 @@ class ProposedPolicy(Policy):
                 continue
             self._retire_connection(conn, CloseReason.NOT_ADOPTED)
 
-    def on_addresses_resolved(self, host: str, addresses: frozenset[str]) -> None:
-        """Rule (h2): close every READY or DRAINING connection to ``host`` established to an
-        address the name no longer resolves to (``addresses`` empty: to nothing), busy or
-        not, and hand its in-flight requests back to be placed again -- the path of a lost
-        connection (:meth:`close`). That address no longer belongs to this broker (a dark
-        pod never answers, a reused IP is another host): waiting for its replies only waits
-        out ``request_timeout_ms``. Today's clients do the same after that timeout (they
-        close the connection and retry its requests), so no delivery guarantee changes, only
-        when the retry happens. A connection whose address the driver never said (None) is
-        left alone: nothing says it is stale."""
+    def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
+        """Rule (h2): a failed or empty lookup changes nothing; a READY or DRAINING
+        connection to ``lookup.host`` whose address two consecutive successful answers for
+        the name leave out closes at once, busy or not, and its in-flight requests are
+        placed again -- the path of a lost connection (:meth:`close`).
+
+        Why two: one answer may be a resolver's mistake (a stale or split-horizon view, a
+        half-updated record set); the same answer on the driver's next refresh, a TTL later,
+        is the name's. Why at once then: that address no longer belongs to this broker (a
+        dark pod never answers, a reused IP is another host), so waiting for its replies only
+        waits out ``request_timeout_ms``; today's clients close the connection and retry its
+        requests after that timeout, so no delivery guarantee changes, only when the retry
+        happens. A connection whose address the driver never said (None) is left alone:
+        nothing says it is stale."""
+        if not lookup.answered:
+            return  # a DNS outage is not a broker moving: the marks stand, nothing closes
+        marked, self._stale_marks = self._stale_marks, set()
         for conn in self.table.records():
-            if (
+            if conn.key.endpoint.host != lookup.host:
+                if conn.conn_id in marked:
+                    self._stale_marks.add(conn.conn_id)  # another name's mark: untouched
+            elif (
                 conn.state in (ConnState.READY, ConnState.DRAINING)
                 and conn.address is not None
-                and conn.address not in addresses
-                and conn.key.endpoint.host == host
+                and conn.address not in lookup.addresses
             ):
-                self.close(conn, CloseReason.STALE_ADDRESS)
+                if conn.conn_id in marked:
+                    self.close(conn, CloseReason.STALE_ADDRESS)
+                else:
+                    self._stale_marks.add(conn.conn_id)
 
     def _identity(self, conn: Connection, md: ClusterMetadata) -> int | None:
         """The broker a bootstrap connection may be adopted as, or None.

@@ -1,7 +1,8 @@
 """Churn scenarios: a cluster and a group that change under a running client for an hour --
 a rolling restart, a partition reassignment, consumer-group rebalances -- and a client that
-lives a few milliseconds; and a restart that gives each broker's pod a new IP under its
-DNS name (``ip-change``, the one scenario whose hosts are names, not literal addresses).
+lives a few milliseconds; a restart that gives each broker's pod a new IP under its DNS
+name (``ip-change``), and a resolver outage under a steady client (``resolver-outage``):
+the two scenarios whose hosts are names, not literal addresses.
 
 They register into :data:`~connmgr.sim.scenarios.SCENARIOS` when :mod:`connmgr.sim` is
 imported (this module imports the registry, never the other way round). Every cluster is
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
+from connmgr.core.events import LookupOutcome
 from connmgr.core.metadata import TopicPartition
 from connmgr.errors import ConfigError
 from connmgr.seeding import derive_rng
@@ -193,17 +195,12 @@ def _pod_back(broker_id: int, address: str, sim: Simulator) -> None:
     sim.cluster.pod_back(broker_id, address)
 
 
-def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
-    """Brokers 1..N on Kubernetes, each at its own DNS name ``kafka-<id>.kafka:9092``,
-    their pods restarted in turn: as ``rolling-restart``, but the old pod's address goes
-    dark instead of resetting its sockets (a socket to it gets no reply: a request on it
-    waits out ``request_timeout_ms``, then the client drops the socket), the name resolves
-    to nothing while the broker is down, and the new pod comes back ``down_ms`` later under
-    the same name at a new address; a preferred-leader election ``election_ms`` after that
-    gives everything back to it. The client re-resolves each name it dialled every
-    ``dns_ttl_ms`` (0: only when it dials), each name's cached answer expiring at its own
-    phase in that period (drawn from the seed). Partition i is led by broker 1 + i mod N."""
-    n = _brokers(p, 2)
+def _named_cluster(p: Mapping[str, ParamValue], n: int) -> ClusterModel:
+    """``n`` brokers, each at its own DNS name ``kafka-<id>.kafka:9092`` resolving to its
+    first pod's address; partition i led by broker 1 + i mod N (``partitions=0``: one per
+    broker). The client re-resolves each name it dialled every ``dns_ttl_ms`` (0: only when
+    it dials), each name's cached answer expiring at its own phase in that period (drawn
+    from the seed)."""
     count = int_param(p, "partitions") or n
     endpoints = {i: Endpoint(f"kafka-{i}.kafka", 9092) for i in range(1, n + 1)}
     cluster = _cluster(p, [1 + i % n for i in range(count)], endpoints)
@@ -212,6 +209,20 @@ def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
     cluster.dns_ttl_ms = ttl if ttl > 0 else None
     phases = derive_rng(int_param(p, "seed"), "dns")
     cluster.dns_phase_ms = {host: phases.uniform(0, ttl) for host in sorted(cluster.dns)}
+    return cluster
+
+
+def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
+    """Brokers 1..N on Kubernetes, each at its own DNS name ``kafka-<id>.kafka:9092``,
+    their pods restarted in turn: as ``rolling-restart``, but the old pod's address goes
+    dark instead of resetting its sockets (a socket to it gets no reply: a request on it
+    waits out ``request_timeout_ms``, then the client drops the socket), the name resolves
+    to nothing (NXDOMAIN) while the broker is down, and the new pod comes back ``down_ms``
+    later under the same name at a new address; a preferred-leader election ``election_ms``
+    after that gives everything back to it. Names and re-resolution as
+    :func:`_named_cluster`."""
+    n = _brokers(p, 2)
+    cluster = _named_cluster(p, n)
     start, interval = num_param(p, "restart_at_ms"), num_param(p, "restart_interval_ms")
     down, election = _positive(p, "down_ms"), num_param(p, "election_ms")
     if interval < down + election:
@@ -226,6 +237,43 @@ def ip_change(p: Mapping[str, ParamValue]) -> ScenarioSpec:
             (at + down, functools.partial(_pod_back, broker_id, pod_address(broker_id, 1))),
             (at + down + election, _elect_preferred),
         ]
+    return _spec(p, cluster, choice_param(p, "client", CLIENTS), changes)
+
+
+# --- resolver-outage ---------------------------------------------------------------------
+
+FAILURES = {o.value: o for o in LookupOutcome if o is not LookupOutcome.ANSWERED}
+"""What ``failure=`` makes every lookup of the first window end with."""
+
+
+def _dns_fails(outcome: LookupOutcome | None, sim: Simulator) -> None:
+    sim.cluster.dns_failure = outcome
+
+
+def resolver_outage(p: Mapping[str, ParamValue]) -> ScenarioSpec:
+    """Brokers 1..N at DNS names (as ``ip-change``), nothing restarted, a steady client,
+    and the client's resolver failing twice: from ``outage_at_ms`` every lookup fails with
+    ``failure`` (``timeout``, ``server_failure``, ``no_such_name`` or ``empty``) for
+    ``outage_ms``, and from ``empty_at_ms`` every answer is empty for ``outage_ms``. The
+    records and the brokers stay as they are: a lookup that fails says nothing about where
+    a broker is, so a run with the outages should be the run without them
+    (``outage_ms=0``): no connection closed, no request lost or delayed."""
+    n = _brokers(p, 1)
+    cluster = _named_cluster(p, n)
+    failure = FAILURES[choice_param(p, "failure", tuple(FAILURES))]
+    length = num_param(p, "outage_ms")
+    first, second = num_param(p, "outage_at_ms"), num_param(p, "empty_at_ms")
+    if length > 0 and abs(second - first) < length:
+        raise ConfigError(
+            "the two outages must not overlap: |empty_at_ms - outage_at_ms| >= outage_ms"
+        )
+    changes: list[Change] = []
+    for at, outcome in ((first, failure), (second, LookupOutcome.EMPTY)):
+        if length > 0:
+            changes += [
+                (at, functools.partial(_dns_fails, outcome)),
+                (at + length, functools.partial(_dns_fails, None)),
+            ]
     return _spec(p, cluster, choice_param(p, "client", CLIENTS), changes)
 
 
@@ -371,6 +419,27 @@ register(
             "dns_ttl_ms": 5_000,
         },
         ip_change,
+    )
+)
+register(
+    Scenario(
+        "resolver-outage",
+        "brokers at DNS names, nothing restarted; every lookup fails for 60 s (failure=timeout|"
+        "server_failure|no_such_name|empty), then every answer is empty for 60 s; "
+        "client=consumer|producer|transactional",
+        {
+            **_CHURN,
+            "brokers": 3,
+            "duration_ms": 5 * MINUTE,
+            "partitions": 0,
+            "client": "consumer",
+            "failure": "timeout",
+            "outage_at_ms": 1 * MINUTE,
+            "empty_at_ms": 3 * MINUTE,
+            "outage_ms": 60_000,
+            "dns_ttl_ms": 5_000,
+        },
+        resolver_outage,
     )
 )
 register(

@@ -14,11 +14,13 @@ that matters for safety:
 * an endpoint nobody advertises refuses, and so does a broker that is down.
 
 Names. Hosts are literal addresses unless the cluster has a name table (:attr:`ClusterModel.dns`,
-empty but for the ``ip-change`` scenario): there a broker's host is a DNS name that resolves
-to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a broker's pod the
-Kubernetes way -- the old address stops answering (no reset: a socket to it just gets no
-reply), the name resolves to nothing while the broker is down, then to a new address. The
-client resolves a name when it dials it and again every :attr:`ClusterModel.dns_ttl_ms`.
+empty but for the ``ip-change`` and ``resolver-outage`` scenarios): there a broker's host is a
+DNS name that resolves to its pod's address, and :meth:`ClusterModel.replace_pod` restarts a
+broker's pod the Kubernetes way -- the old address stops answering (no reset: a socket to it
+just gets no reply), the name resolves to nothing (NXDOMAIN) while the broker is down, then to a new
+address; :attr:`ClusterModel.dns_failure` is a resolver outage, every lookup failing while
+the records stay as they are. The client resolves a name when it first dials it and again
+every :attr:`ClusterModel.dns_ttl_ms`.
 
 A client that re-labels a socket (for example, adopts a bootstrap connection as broker X's)
 keeps whatever backend the socket reached; the simulator records that backend for every
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef
 from connmgr.core.endpoint import Endpoint
+from connmgr.core.events import AddressesResolved, LookupOutcome
 from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
 from connmgr.errors import ConfigError
@@ -76,6 +79,9 @@ class ClusterModel:
     """Host name -> when in each ``dns_ttl_ms`` period its cached answer expires (ms past a
     multiple of the TTL; 0 if not listed): the answer a client first gets may have any part
     of its TTL left, so the re-resolutions need not fall on the cluster's change times."""
+    dns_failure: LookupOutcome | None = None
+    """While set, a resolver outage: every lookup of a name fails with this outcome (the
+    records are intact; the resolver cannot serve them)."""
     dark: set[str] = field(default_factory=set)
     """Addresses that stopped answering (a replaced pod's): requests on a socket to one
     get no reply."""
@@ -158,12 +164,18 @@ class ClusterModel:
             return None
         return live[0] if len(live) == 1 else live[self.rng.randrange(len(live))]
 
-    def lookup(self, host: str) -> frozenset[str] | None:
-        """What ``host`` resolves to now, or None for a literal address (not in :attr:`dns`)."""
+    def lookup(self, host: str) -> AddressesResolved | None:
+        """A lookup of ``host`` now, or None for a literal address (not in :attr:`dns`): it
+        fails with :attr:`dns_failure` during a resolver outage, with NXDOMAIN while the
+        name has no record, and answers the name's address otherwise."""
         if host not in self.dns:
             return None
         address = self.dns[host]
-        return frozenset() if address is None else frozenset({address})
+        if self.dns_failure is not None:
+            return AddressesResolved.failed(host, self.dns_failure)
+        if address is None:
+            return AddressesResolved.failed(host, LookupOutcome.NO_SUCH_NAME)
+        return AddressesResolved(host, frozenset({address}))
 
     def rtt(self, broker_id: int) -> float:
         return self.brokers[broker_id].rtt_ms

@@ -19,7 +19,6 @@ from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.driver import EventPump
 from connmgr.core.events import (
-    AddressesResolved,
     AnyNodeRequestNeeded,
     Api,
     BootstrapRequested,
@@ -109,8 +108,8 @@ class Simulator:
         """Requests that waited on a socket to an address that stopped answering."""
         self.stale_wait_ms = 0.0
         """The ms they waited there, until their request timeout or the socket's close."""
-        self._resolved: dict[str, frozenset[str]] = {}
-        """What each name resolved to when last reported to the policy."""
+        self._refreshed: set[str] = set()
+        """Names the client looks up again every TTL (it holds a fresh answer for them)."""
         for at, change in changes or []:
             self.at(at, functools.partial(change, self))
         self.client = make_client(self)
@@ -239,38 +238,36 @@ class Simulator:
             self._wake_at = None
             self.deliver(TimePassed())
 
-    def _report_resolution(self, host: str) -> frozenset[str] | None:
-        """Resolve ``host`` (None: a literal address) and tell the policy if the answer
-        differs from the one it heard last."""
-        addresses = self.cluster.lookup(host)
-        if addresses is not None and self._resolved.get(host) != addresses:
-            self._resolved[host] = addresses
-            self.deliver(AddressesResolved(host, addresses))
-        return addresses
-
     def _re_resolve(self, host: str) -> None:
-        """The TTL of ``host``'s last answer ran out: resolve it again (reported only if the
-        answer changed), and again one TTL later, for as long as the client lives."""
+        """The TTL of ``host``'s last answer ran out: look it up again and report the lookup
+        (failed or not, changed or not), and again one TTL later, for as long as the client
+        lives."""
         ttl = self.cluster.dns_ttl_ms
         if self.client_closed or ttl is None:
             return
-        self._report_resolution(host)
+        lookup = self.cluster.lookup(host)
+        if lookup is not None:
+            self.deliver(lookup)
         self.after(ttl, functools.partial(self._re_resolve, host))
 
     def connect(self, conn_id: int, key: ConnectionKey) -> None:
         backend = self.cluster.resolve(key)
         host = key.endpoint.host
-        addresses = None
-        if self.cluster.dns:
-            first = host not in self._resolved
-            addresses = self._report_resolution(host)
+        # The dial resolves the name itself (asyncio's create_connection does). The client
+        # reports a lookup of its own only when it holds no fresh answer for the name, as
+        # the aio driver's resolver does: at the first dial of a name it then refreshes
+        # every TTL, at every dial with no TTL.
+        lookup = self.cluster.lookup(host)
+        if lookup is not None and host not in self._refreshed:
+            self.deliver(lookup)
             ttl = self.cluster.dns_ttl_ms
-            if first and addresses is not None and ttl is not None:
+            if ttl is not None:
                 # The cached answer expires at the name's phase, then every TTL.
+                self._refreshed.add(host)
                 left = ttl - (self.now - self.cluster.dns_phase_ms.get(host, 0.0)) % ttl
                 self.after(left, functools.partial(self._re_resolve, host))
-        if addresses is not None and not addresses:
-            backend = None  # the name resolves to nothing: the dial fails
+        if lookup is not None and not lookup.answered:
+            backend = None  # the name resolves to nothing, or not at all: the dial fails
         bid = key.broker_id
         placed = (
             None
@@ -280,8 +277,8 @@ class Simulator:
         record = ConnRecord(conn_id, key, backend, self.now, dialled_at=placed)
         self.conn_records.append(record)
         conn = SimConn(conn_id, key, backend, record, last_active=self.now)
-        if addresses:
-            conn.address = min(addresses)
+        if lookup is not None and lookup.answered:
+            conn.address = min(lookup.addresses)
         self._conns[conn_id] = conn
         self.ledger.opened(self.now, conn_id, key, backend)
         if backend is None:
