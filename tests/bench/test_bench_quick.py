@@ -23,7 +23,8 @@ from connmgr.bench.grid import DEFAULT_GRID, Grid, load_grid
 from connmgr.bench.job import BenchOutcome, run_bench
 from connmgr.bench.schema import read_parquet
 
-pytestmark = [pytest.mark.embedded, pytest.mark.java]
+# The TLS stage starts a real KRaft cluster; the Spark stages mark it `spark` (conftest.py).
+pytestmark = [pytest.mark.embedded, pytest.mark.java, pytest.mark.real_kafka]
 
 
 @pytest.fixture(scope="module")
