@@ -19,6 +19,16 @@ RowFactory = Callable[..., dict[str, Any]]
 ResultsWriter = Callable[..., Path]
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the session's Spark (directly or through another fixture) is
+    marked ``spark``: ``-m "not spark"`` leaves out what starts a JVM for Spark. Tests that
+    start Spark another way (a subprocess, a standalone cluster) carry the mark themselves."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from connmgr.bench.spark import spark_session

@@ -13,17 +13,24 @@ SparkSession.
 from __future__ import annotations
 
 import json
+import math
+import re
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, Grid, load_grid
 from connmgr.bench.job import BenchOutcome, run_bench
+from connmgr.bench.plots import colour
 from connmgr.bench.schema import read_parquet
+from connmgr.bench.table import MISSING
+from plotcheck import check_png, figures_drawn, labelled, visible_axes
 
-pytestmark = [pytest.mark.embedded, pytest.mark.java]
+# The TLS stage starts a real KRaft cluster; the Spark stages mark it `spark` (conftest.py).
+pytestmark = [pytest.mark.embedded, pytest.mark.java, pytest.mark.real_kafka]
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +40,20 @@ def quick_grid() -> Grid:
 
 
 @pytest.fixture(scope="module")
-def quick(spark: Any, quick_grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> BenchOutcome:
+def drawn() -> dict[str, Any]:
+    """The figures the run's plots were saved from, by plot name (filled by ``quick``)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def quick(
+    spark: Any, quick_grid: Grid, drawn: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> BenchOutcome:
     out = tmp_path_factory.mktemp("reports")
-    return run_bench(quick_grid, out, show=False, say=lambda _: None)
+    with figures_drawn() as figures:
+        outcome = run_bench(quick_grid, out, show=False, say=lambda _: None)
+    drawn.update(figures)
+    return outcome
 
 
 def raw(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
@@ -49,18 +67,83 @@ def table(outcome: BenchOutcome, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def test_every_stage_wrote_its_results_and_the_report_exists(
-    quick: BenchOutcome, quick_grid: Grid
+def section(index: str, title: str, level: int = 2) -> str:
+    """The body of ``index.md``'s section ``## title`` (``level`` hashes), up to the next
+    heading of that level or above."""
+    hashes = "#" * level
+    ends = rf"^#{{1,{level}}} "
+    match = re.search(rf"^{hashes} {re.escape(title)}\n(.*?)(?={ends}|\Z)", index, re.S | re.M)
+    assert match is not None, f"index.md has no section {title!r}"
+    return match.group(1)
+
+
+def markdown_rows(text: str) -> tuple[list[str], list[list[str]]]:
+    """The first Markdown table in ``text``: its header and its rows' cells."""
+    lines = re.findall(r"^\|.*\|$", text, re.M)
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+    return cells[0], cells[2:]
+
+
+def shows(cell: str, value: Any) -> bool:
+    """Whether a Markdown cell shows ``value`` (floats to their four significant digits)."""
+    if value is None:
+        return cell == MISSING
+    if isinstance(value, bool):
+        return cell == str(value).lower()
+    if isinstance(value, int):
+        return cell == str(value)
+    if isinstance(value, float):
+        x = float(cell.replace(",", ""))
+        return x == value if math.isinf(value) else math.isclose(x, value, rel_tol=1e-3)
+    return cell == str(value)
+
+
+def check_embedded(index: str, title: str, rows: list[dict[str, Any]], level: int = 2) -> None:
+    """The table in section ``title`` of ``index.md`` holds ``rows``, value by value."""
+    header, cells = markdown_rows(section(index, title, level))
+    assert len(cells) == len(rows), title
+    for shown, row in zip(cells, rows, strict=True):
+        assert header == list(row), title
+        for name, cell in zip(header, shown, strict=True):
+            assert shows(cell, row[name]), (title, name, cell, row[name])
+
+
+def check_plots(run_dir: Path, index: str, drawn: dict[str, Any], want: dict[str, Any]) -> None:
+    """Each plot in ``want`` (name -> the colours it must show) is linked from ``index.md``
+    and its PNG is the figure drawn, with those colours."""
+    assert set(drawn) == set(want)
+    for name, colours in want.items():
+        assert f"](plots/{name}.png)" in section(index, "Plots"), name
+        check_png(run_dir / "plots" / f"{name}.png", drawn[name], colours)
+
+
+def test_every_stage_wrote_its_results_and_the_report_shows_them(
+    quick: BenchOutcome, quick_grid: Grid, drawn: dict[str, Any]
 ) -> None:
     index = quick.report.read_text()
-    for heading in ("Regressions", "Sweep", "Plots"):
-        assert heading in index
-    pngs = ("sockets-vs-brokers", "sockets-by-role", "latency", "throughput", "sweep-savings")
-    for png in (*pngs, "linger", "fleet"):
-        path = quick.run_dir / "plots" / f"{png}.png"
-        assert path.stat().st_size > 1_000, path
-        assert f"plots/{png}.png" in index
-    assert (quick.run_dir / "raw" / "micro" / "micro.json").stat().st_size > 0
+    check_embedded(index, "Headline", table(quick, "headline"))
+    life = "Real clients over a scaled life: socket-seconds and handshakes per client-hour"
+    check_embedded(index, life, table(quick, "real-life"), level=3)
+    sweep = {r["baseline"] for r in table(quick, "sweep-savings")}
+    assert sweep == {"java-today", "aiokafka-today"}
+    roles = ("tab:gray", "tab:blue")  # bootstrap and data: every panel opens both
+    mine = [colour("proposed")]
+    want = {
+        "sockets-vs-brokers": mine,
+        "sockets-by-role": roles,
+        "latency": mine,
+        "throughput": [colour("proposed"), colour("aiokafka")],
+        "sweep-savings": [colour(b) for b in sorted(sweep)],
+        "linger": mine,
+        "fleet": mine,
+    }
+    check_plots(quick.run_dir, index, drawn, want)
+    # Every micro-benchmark is one row of the three micro tables.
+    files = sorted((quick.run_dir / "raw" / "micro").glob("*.json"))
+    assert [f.name for f in files] == ["micro.json"]
+    benchmarks = json.loads(files[0].read_text())["benchmarks"]
+    shown = ("decision-cost", "simulator-speed", "micro-other")
+    assert len(benchmarks) == sum(len(table(quick, t)) for t in shown)
     sims = raw(quick, "sim")
     grid = quick_grid
     assert len(sims) == len(grid.sim_points) * len(grid.policies) * grid.get("sim", "repeats")
@@ -158,22 +241,30 @@ def test_throughput_turns_interleave_and_the_table_matches(
 def test_regressions_in_the_outcome_are_the_ones_in_the_report(quick: BenchOutcome) -> None:
     listed = table(quick, "regressions")
     assert len(listed) == len(quick.regressions)
-    index = quick.report.read_text()
-    if not quick.regressions:
-        assert "None." in index
+    shown = section(quick.report.read_text(), "Regressions")
+    if listed:
+        assert shown.startswith(f"\n**{len(listed)} regression(s).**")
+        check_embedded(quick.report.read_text(), "Regressions", listed)
+    else:
+        assert shown.strip() == "None."
 
 
 def test_report_only_rebuilds_the_same_tables_from_raw(quick: BenchOutcome) -> None:
     from connmgr.bench.job import regenerate_report
 
     before = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
+    scaling = "Sweep: how the run time scales with the grid"
+    _, timed = markdown_rows(section(quick.report.read_text(), scaling))
     (quick.run_dir / "tables" / "sockets.md").unlink()
     comparison, problems = regenerate_report(quick.run_dir)
     after = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
     assert after == before
     assert len(comparison.regressions) == len(quick.regressions)
     assert problems == quick.problems
-    assert "Sweep: how the run time scales with the grid" in comparison.index.read_text()
+    # The sweep's timing section is carried over: a row per size, the sizes the sweep ran.
+    _, rebuilt = markdown_rows(section(comparison.index.read_text(), scaling))
+    assert rebuilt == timed
+    assert [row[:2] for row in rebuilt] == [[f"{p:,}", f"{n:,}"] for p, _, n in quick.sweep]
 
 
 def test_the_property_stage_ran_every_machine_and_caught_every_mutant(
@@ -197,7 +288,11 @@ def test_the_property_stage_ran_every_machine_and_caught_every_mutant(
         assert any(e.startswith(m["invariant"]) for e in m["expected"].split(" or ")), m
         assert 0 <= m["steps"] <= 12, m  # determinism can fail before any step
     assert quick.problems == []
-    assert "Property suite: problems" in quick.report.read_text()
+    listed = section(quick.report.read_text(), "Property suite: problems").strip()
+    assert (
+        listed
+        == "none: every machine passed and every mutant was caught by the invariant it breaks"
+    )
 
 
 def test_the_quick_report_regenerates_every_rfc_figure(
@@ -206,12 +301,70 @@ def test_the_quick_report_regenerates_every_rfc_figure(
     # What the README's main command gives is enough to refresh the whole RFC.
     from connmgr.bench import rfc
 
-    text = rfc.RFC.read_text()
-    filled = rfc.render(text, quick.run_dir)
+    filled = rfc.render(rfc.RFC.read_text(), quick.run_dir)
     assert rfc.cited_report(filled) == quick.run_id
-    assert rfc.differences(filled, quick.run_dir) == []
-    mutants = len(quick_grid.get("properties", "mutants"))
-    assert f"<!--v:mutants.count-->{mutants}<!--/v-->" in filled
+    assert set(re.findall(r"<!-- fig:([\w.-]+) -->", filled)) == set(rfc.FIGURES)
+    # The numbers are the run's (tests/test_rfc_render.py checks each lookup on known ones).
+    values = dict(re.findall(r"<!--v:([\w.-]+)-->(.*?)<!--/v-->", filled))
+    assert set(values) == set(rfc.VALUES)
+    runs = table(quick, "property-runs")
+    assert values["mutants.count"] == str(len(quick_grid.get("properties", "mutants")))
+    assert values["regressions.count"] == str(len(quick.regressions))
+    assert values["deep.examples"] == str(sum(r["examples"] for r in runs))
+    assert values["fleet.clients"] == str(quick_grid.get("fleet", "clients"))
+    assert values["report.run_id"] == quick.run_id
+
+
+def check_series(drawn: dict[str, Any], tables: dict[str, list[dict[str, Any]]]) -> None:
+    """The line plots draw their tables' points: sockets against brokers (each panel's
+    policies, a peak per broker count), the sweep's savings per baseline (in %), and the
+    linger trade-off (the proposal's curve by linger value, each baseline's marker)."""
+    by_brokers = tables["sockets-by-brokers"]
+    for ax in visible_axes(drawn["sockets-vs-brokers"]):
+        match = re.fullmatch(r"(.+) \(([\w-]+)\)", ax.get_title())
+        assert match is not None, ax.get_title()
+        scenario, kind = match.groups()
+        mine = [r for r in by_brokers if (r["kind"], r["scenario"]) == (kind, scenario)]
+        lines = labelled(ax)
+        assert sorted(lines) == sorted({r["policy"] for r in mine}), ax.get_title()
+        for policy, drawn_line in lines.items():
+            points = sorted((r["brokers"], r["peak"]) for r in mine if r["policy"] == policy)
+            assert drawn_line == ([b for b, _ in points], [p for _, p in points]), policy
+    savings = tables["sweep-savings"]
+    (ax,) = visible_axes(drawn["sweep-savings"])
+    lines = labelled(ax)
+    assert sorted(lines) == sorted({f"vs {r['baseline']}" for r in savings})
+    for label, (xs, ys) in lines.items():
+        points = sorted(
+            (r["brokers"], r["peak_saving"]) for r in savings if label[3:] == r["baseline"]
+        )
+        assert xs == [b for b, _ in points], label
+        percent = [math.nan if s is None or math.isinf(s) else 100.0 * s for _, s in points]
+        assert ys == pytest.approx(percent, nan_ok=True), label
+    linger = tables["linger"]
+    scenarios = list(dict.fromkeys(r["scenario"] for r in linger))
+    axes = visible_axes(drawn["linger"])
+    assert len(axes) == min(len(scenarios), 9)
+    for ax, scenario in zip(axes, scenarios, strict=False):
+        mine = [r for r in linger if r["scenario"] == scenario]
+        curve = sorted(
+            (r for r in mine if r["linger_ms"] is not None), key=lambda r: r["linger_ms"]
+        )
+        lines = labelled(ax)
+        assert lines.pop("proposed") == (
+            [r["handshakes_per_h"] for r in curve],
+            [r["socket_s_per_h"] for r in curve],
+        )
+        assert lines == {
+            r["setting"]: ([r["handshakes_per_h"]], [r["socket_s_per_h"]])
+            for r in mine
+            if r["linger_ms"] is None
+        }
+
+
+def test_the_plots_draw_the_tables_points(quick: BenchOutcome, drawn: dict[str, Any]) -> None:
+    names = ("sockets-by-brokers", "sweep-savings", "linger")
+    check_series(drawn, {name: table(quick, name) for name in names})
 
 
 def test_the_life_stage_measured_every_client_and_the_headline_shows_them(

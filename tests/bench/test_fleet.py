@@ -28,12 +28,13 @@ from connmgr.bench.fleetview import (
     run_fleet,
 )
 from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.plots import fleet_over_time
+from connmgr.bench.plots import colour, fleet_over_time
 from connmgr.bench.rows import new_meta
 from connmgr.bench.schema import ResultsError
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger, ConnEvent
 from connmgr.sim.run import build_simulator
+from plotcheck import check_png, figures_drawn, labelled, visible_axes
 
 SMALL = FleetSettings(clients=50, brokers=20, restarts=5, down_ms=30_000, bucket_ms=10_000, seed=3)
 
@@ -225,10 +226,24 @@ def test_the_tables_summarise_the_view(local: FleetView) -> None:
 def test_the_plot_draws_sockets_and_handshakes(local: FleetView, tmp_path: Path) -> None:
     buckets = fleet_buckets(local)
     assert len(buckets) == 3 * SMALL.buckets
-    path = fleet_over_time(
-        buckets, local.per_second, restart_schedule(SMALL), tmp_path / "fleet.png"
-    )
-    assert path is not None and path.stat().st_size > 1_000
+    with figures_drawn() as drawn:
+        path = fleet_over_time(
+            buckets, local.per_second, restart_schedule(SMALL), tmp_path / "fleet.png"
+        )
+    assert path is not None
+    fig = drawn["fleet"]
+    top, bottom = visible_axes(fig)
+    policies = list(local.policies)
+    assert list(labelled(top)) == list(labelled(bottom)) == policies
+    for policy in policies:
+        # Above: each bucket's max over the brokers, at its minute; below: each minute's
+        # busiest second (a minute without a handshake drawn at 0.5/s).
+        mine = [b for b in buckets if b.policy == policy]
+        assert labelled(top)[policy] == ([b.t_s / 60 for b in mine], [b.max for b in mine])
+        seconds = local.per_second[policy]
+        busiest = [max(max(seconds[m : m + 60]), 0.5) for m in range(0, len(seconds), 60)]
+        assert labelled(bottom)[policy] == (list(range(len(busiest))), busiest)
+    check_png(path, fig, [colour(p) for p in policies])
     assert fleet_over_time([], {}, (), tmp_path / "none.png") is None
 
 

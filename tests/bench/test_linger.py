@@ -17,10 +17,11 @@ from connmgr.bench.linger import (
     run_one,
     write_linger,
 )
-from connmgr.bench.plots import linger_tradeoff
+from connmgr.bench.plots import colour, linger_tradeoff
 from connmgr.bench.rows import new_meta
 from connmgr.bench.schema import ResultsError
 from connmgr.errors import ConfigError
+from plotcheck import check_png, figures_drawn, labelled, visible_axes
 
 SMALL: dict[str, Any] = {
     "scenarios": ["k8s-endpoint-change", "seed-producer bootstrap_offset=0"],
@@ -102,8 +103,30 @@ def test_the_table_holds_the_medians_of_the_runs(found: dict[str, Any]) -> None:
 
 
 def test_the_plot_draws_a_panel_per_scenario(found: dict[str, Any], tmp_path: Path) -> None:
-    path = linger_tradeoff(linger_points(found), tmp_path / "linger.png")
-    assert path is not None and path.stat().st_size > 1_000
+    with figures_drawn() as drawn:
+        path = linger_tradeoff(linger_points(found), tmp_path / "linger.png")
+    assert path is not None
+    fig = drawn["linger"]
+    axes = visible_axes(fig)
+    assert [ax.get_title() for ax in axes] == SMALL["scenarios"]
+    rows = linger_table(found).records()
+    for ax, scenario in zip(axes, SMALL["scenarios"], strict=True):
+        # The proposal's curve through its linger values, each baseline one marker: the
+        # (handshakes, socket-seconds) of the table's rows, in its order.
+        lines = labelled(ax)
+        assert list(lines) == ["proposed", "aiokafka-today", "java-today"]
+        by_setting = {
+            r["setting"]: ([r["handshakes_per_h"]], [r["socket_s_per_h"]])
+            for r in rows
+            if r["scenario"] == scenario
+        }
+        curve = [by_setting[f"proposed@{ms}ms"] for ms in SMALL["values_ms"]]
+        assert lines["proposed"] == ([x for (x,), _ in curve], [y for _, (y,) in curve])
+        for baseline in SMALL["baselines"]:
+            assert lines[baseline] == by_setting[baseline]
+    # Two panels side by side; the proposal green, java-today brown, aiokafka-today blue.
+    assert tuple(fig.get_size_inches()) == (10.0, 3.6)
+    check_png(path, fig, [colour("proposed"), colour("java-today"), colour("aiokafka-today")])
     assert linger_tradeoff([], tmp_path / "none.png") is None
 
 

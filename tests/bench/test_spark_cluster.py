@@ -35,6 +35,8 @@ from connmgr.bench import sweep
 from connmgr.bench.rows import RunMeta
 from connmgr.bench.spark import find_java, launcher_home
 
+pytestmark = pytest.mark.spark  # a standalone master and workers, beside the local session
+
 POINTS = 90
 META = RunMeta("cluster-test", "0123abcd", "{}", "{}", "2026-11-24T00:00:00+00:00")
 

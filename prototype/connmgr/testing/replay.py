@@ -7,11 +7,36 @@ so are the policy's actions (the policy is deterministic). The replay acts on th
 only through the calls a real client makes -- ``acquire`` for a request, ``done`` for an
 answer, the dialler's outcome for a connection, a connection's ``on_close`` -- on a clock
 and a dialler the script controls.
+
+How each of the contract's 16 event kinds reaches the policy in the replay:
+
+* **Made by the driver, from what the policy asked.** ``TimePassed``: the driver's timer,
+  armed by the policy's ``WakeAt`` (:meth:`ScriptedDriver.wake_at`), fires when the script's
+  clock reaches it; a recorded ``TimePassed`` with no wake-up due is not fed, and a wake-up
+  that falls due before the next recorded step is fed at its time (either way the recordings
+  then differ).
+* **Made by the driver, from a happening the replay makes happen** (the event object is the
+  driver's): the four request kinds (``acquire``; the driver numbers the request, the
+  client's choice of target -- API, broker, coordinator -- is the recording's),
+  ``MetadataReceived`` and ``ResponseReceived`` (``done``; the metadata is the broker's
+  answer, from the recording), ``RequestFailed`` and ``RequestWithdrawn`` (``failed`` /
+  ``withdraw``, or a lease that finds nobody waiting), ``ConnectionEstablished`` and
+  ``ConnectionFailed`` (the dial's outcome), ``ConnectionClosedByPeer`` (the connection's
+  ``on_close``), ``ClientClosed`` (``aclose``).
+* **Fed as recorded** (:data:`FED_AS_RECORDED`; the recorded object itself): what only the
+  world outside the driver says, and a real client feeds through ``PolicyDriver.feed`` as
+  it is -- ``CoordinatorLost`` (the client's coordinator lookup after NOT_COORDINATOR),
+  ``InterestChanged`` (the consumer's assignment) -- and the simulator's end-of-run
+  ``TimePassed`` (``Simulator.finish`` measures the steady state with it; it is no wake-up,
+  and no aio client has one), the step just before the final ``ClientClosed``.
+* **Not replayed**: ``AddressesResolved`` (the replayed scripts dial no host names; the aio
+  driver's resolver is exercised by ``tests/embedded/test_resolve_real.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +76,11 @@ REQUESTS = (
 )
 
 
+FED_AS_RECORDED: tuple[type[Event], ...] = (CoordinatorLost, InterestChanged, TimePassed)
+"""The kinds the replay hands the driver as the recording has them (see the module's
+docstring; ``TimePassed`` only as the simulator's end-of-run tick)."""
+
+
 def record(policy: Policy) -> list[Step]:
     """Record every event ``policy`` is fed from now on, with its time and actions."""
     steps: list[Step] = []
@@ -83,16 +113,41 @@ class FakeConnection:
 
 
 class ScriptedDriver(PolicyDriver):
-    """The aio driver on the script's clock; wake-ups are the script's TimePassed events."""
+    """The aio driver on the script's clock: its wake-up timer is armed as the real one is
+    (one at a time, each replacing the last) and fires when the script's clock reaches it."""
 
     clock_ms = 0.0
+    armed_ms: float | None = None
 
     @property
     def now_ms(self) -> float:
         return self.clock_ms
 
     def wake_at(self, at_ms: float) -> None:
-        pass  # the recorded TimePassed events are replayed at their times
+        self.armed_ms = at_ms  # as the real driver's call_at handle, replacing the last
+
+    def advance(self, to_ms: float) -> int:
+        """Move the clock to ``to_ms``, firing each wake-up that falls due strictly before it
+        at its own time, as the real driver's ``loop.call_at`` timer would; how many fired."""
+        fired = 0
+        while self.armed_ms is not None and self.armed_ms < to_ms and not self.closed:
+            if fired == 10_000:
+                raise AssertionError(f"the policy keeps waking itself before {to_ms} ms")
+            self.clock_ms = max(self.clock_ms, self.armed_ms)
+            self.fire_due()
+            fired += 1
+        self.clock_ms = to_ms
+        return fired
+
+    def fire_due(self) -> bool:
+        """Fire the armed wake-up if it is due at the clock's time: feed ``TimePassed``, as the
+        real driver's timer does. True if it fired."""
+        at = self.armed_ms
+        if at is None or at > self.clock_ms or self.closed:
+            return False
+        self.armed_ms = None
+        self.feed(TimePassed())
+        return True
 
 
 @dataclass
@@ -111,9 +166,14 @@ class AioReplay:
         driver = self.driver_class(
             self.policy, self._dial, ledger=self.ledger, dial_errors=(OSError,)
         )
-        for now_ms, event, _ in steps:
-            driver.clock_ms = now_ms
-            await self._make_happen(driver, event)
+        for index, (now_ms, event, _) in enumerate(steps):
+            if driver.advance(now_ms):
+                await _settle()  # wake-ups the recording skipped: the recordings differ
+            if isinstance(event, TimePassed):
+                if not driver.fire_due() and _end_of_run_tick(steps, index):
+                    driver.feed(event)
+            else:
+                await self._make_happen(driver, event)
             await _settle()
         # Requests still waiting when the client closed failed to their callers.
         await asyncio.gather(*self.acquired.values(), return_exceptions=True)
@@ -133,14 +193,16 @@ class AioReplay:
 
     async def _make_happen(self, driver: ScriptedDriver, event: Event) -> None:
         if isinstance(event, REQUESTS):
-            rid = event.request_id
+            asked = event
 
-            def same_request(request_id: int) -> Event:
-                if request_id != rid:
-                    raise AssertionError(f"the driver numbered request {rid} as {request_id}")
-                return event
+            def as_the_client_asks(request_id: int) -> Event:
+                # The driver's number for the request (the simulator's is the recording's:
+                # a different numbering shows in the comparison).
+                return dataclasses.replace(asked, request_id=request_id)
 
-            self.acquired[rid] = asyncio.ensure_future(driver.acquire(same_request, 3600.0))
+            self.acquired[event.request_id] = asyncio.ensure_future(
+                driver.acquire(as_the_client_asks, 3600.0)
+            )
         elif isinstance(event, MetadataReceived | ResponseReceived):
             lease = self.acquired.pop(event.request_id).result()
             metadata = event.metadata if isinstance(event, MetadataReceived) else None
@@ -160,10 +222,20 @@ class AioReplay:
             conn.on_close(conn, "peer (scripted)")
         elif isinstance(event, ClientClosed):
             await driver.aclose()
-        elif isinstance(event, TimePassed | CoordinatorLost | InterestChanged):
+        elif isinstance(event, CoordinatorLost | InterestChanged):
             driver.feed(event)  # the client feeds these as they are
         else:
             raise AssertionError(f"no way to make {event!r} happen to the aio driver")
+
+
+def _end_of_run_tick(steps: list[Step], index: int) -> bool:
+    """Whether step ``index`` is the simulator's end-of-run ``TimePassed``: the one just before
+    the final ``ClientClosed``, at its time."""
+    return (
+        index == len(steps) - 2
+        and isinstance(steps[-1][1], ClientClosed)
+        and steps[index][0] == steps[-1][0]
+    )
 
 
 async def _settle() -> None:
