@@ -12,9 +12,11 @@ from __future__ import annotations
 import pytest
 from connmgr.core.config import ClientKind
 from connmgr.testing.evidence import (
+    BASELINES,
     MAX_STEPS,
     MUTANT_BASELINE,
     MUTANT_CASES,
+    MUTANTS,
     MutantCase,
     find_counterexample,
     search_settings,
@@ -33,6 +35,16 @@ def test_the_invariant_a_mutant_breaks_catches_it(case: MutantCase) -> None:
     assert found.message.startswith(case.expects), found.message
     assert found.notes and found.notes[0].startswith("world:"), found.notes
     assert found.steps <= MAX_STEPS, "\n".join(found.notes)
+
+
+@pytest.mark.parametrize("baseline", BASELINES)
+def test_thrashing_is_caught_by_never_more_sockets_against_every_baseline(baseline: str) -> None:
+    # The shrunk search against MUTANT_BASELINE runs above (and in the property stage);
+    # against each baseline, the first failing example is enough to show it caught (the
+    # shrinking is most of a search's time).
+    found = find_counterexample(MUTANTS["Thrashing"], baseline=baseline, shrink=False)
+    assert found is not None, f"Thrashing: no counterexample against {baseline}"
+    assert found.message.startswith("never more sockets: candidate opened"), found.message
 
 
 # A story the search found for StaleEndpoint: the coordinator's connection outlives the

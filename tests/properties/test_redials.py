@@ -1,11 +1,14 @@
 """The cost of prompt close is counted, not excused: a connection the proposal closed as
-unneeded and dialled again is allowed by *never more sockets* and reported by the property
-stage as ``redials`` (:class:`connmgr.testing.evidence.AgreementRun`)."""
+unneeded and dialled again when its broker was needed again is allowed by *never more
+sockets* -- once per return of that leader in the story, never more -- and reported by the
+property stage as ``redials`` (:class:`connmgr.testing.evidence.AgreementRun`)."""
 
 from __future__ import annotations
 
 from connmgr.core.config import ClientKind
-from connmgr.testing.machines import Step, World, check_fewer_sockets, redialled
+from connmgr.core.identity import Purpose
+from connmgr.testing.invariants import allowances
+from connmgr.testing.machines import Step, Story, World, check_fewer_sockets, redialled
 
 WORLD = World(
     brokers=3,
@@ -32,9 +35,9 @@ def test_a_leader_that_leaves_and_returns_after_the_linger_is_redialled() -> Non
         Step("move_leader", 1, other=0),  # and needed again
         Step("wait", ms=20_000.0),
     )
-    for step in story:
-        step.apply(candidate)
-        step.apply(baseline)
+    told = Story.told(WORLD, story, candidate, baseline)
     assert redialled(candidate) == 1
     assert redialled(baseline) == 0  # java-today keeps its idle socket for 9 minutes
-    check_fewer_sockets(candidate, baseline)  # allowed, and counted above
+    assert told.returns(1, Purpose.DATA) == 1  # broker 1 led again: the story's cause
+    assert allowances(candidate, baseline, told).returned == 1
+    check_fewer_sockets(candidate, baseline, told)  # allowed, and counted above

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from connmgr.core.actions import CloseReason
@@ -12,6 +14,7 @@ from connmgr.core.identity import Purpose
 from connmgr.core.state import ConnState
 from connmgr.ledger import ConnEvent
 from connmgr.sim.simulator import Simulator
+from connmgr.testing.story import SOCKETS_PER_BROKER, Story
 from connmgr.testing.world import GROUP, TOPIC
 
 
@@ -85,7 +88,77 @@ def serves_workload(sim: Simulator) -> bool:
     return wanted <= have
 
 
-def check_fewer_sockets(candidate: Simulator, baseline: Simulator) -> None:
+@dataclass(frozen=True, slots=True)
+class Allowances:
+    """What *never more sockets* allows the candidate beyond the baseline at one check, each
+    the lesser of what the candidate did for a cause and what the story's causes bound
+    (:func:`allowances`; the causes and bounds are listed in :func:`check_fewer_sockets`).
+    Every field is zero in a story without its cause."""
+
+    adopted: int = 0
+    refresh: int = 0
+    stale_held: int = 0
+    draining: int = 0
+    lost: int = 0
+    moved: int = 0
+    returned: int = 0
+    stale_coordinators: int = 0
+    stale_leaders: int = 0
+
+    @property
+    def held(self) -> int:
+        """Allowed beyond the baseline in sockets held (draining ones are not counted)."""
+        return self.adopted + self.refresh + self.stale_held
+
+    @property
+    def opened(self) -> int:
+        """Allowed beyond the baseline in connections established."""
+        return self.lost + self.moved + self.returned + self.stale_coordinators + self.stale_leaders
+
+    def __str__(self) -> str:
+        named = [f"{v} {k.replace('_', ' ')}" for k, v in _fields(self) if v]
+        return f" (allowing {', '.join(named)})" if named else ""
+
+
+def _fields(a: Allowances) -> list[tuple[str, int]]:
+    return [(name, getattr(a, name)) for name in a.__dataclass_fields__]
+
+
+def allowances(candidate: Simulator, baseline: Simulator, story: Story) -> Allowances:
+    """Each allowance of :func:`check_fewer_sockets`, bounded by ``story``."""
+    open_records = candidate.open_connections()
+    adopted = sum(1 for c in open_records if c.record.adopted_as is not None)
+    draining: Counter[int] = Counter(
+        c.key.broker_id
+        for c in candidate.policy.table.records()
+        if c.state is ConnState.DRAINING and c.key.broker_id is not None
+    )
+    moved: Counter[int] = Counter(
+        r.key.broker_id
+        for r in candidate.conn_records
+        if r.close_reason == CloseReason.ENDPOINT_CHANGED.value and r.key.broker_id is not None
+    )
+    lost = sum(1 for r in candidate.conn_records if r.close_reason in LOSSES)
+    leaders = stale_leaders(candidate, baseline) & story.ex_leaders
+    coordinators = stale_coordinators(candidate, baseline) & story.ex_coordinators
+    per_move = len(Purpose)  # a data and a coordination connection retired per move
+    return Allowances(
+        adopted=min(adopted, int(story.adoption)),
+        refresh=min(len(refresh_after_loss(candidate)), int(story.failures > 0)),
+        stale_held=len(leaders & data_brokers_held(candidate)),
+        draining=sum(min(n, per_move * story.endpoint_moves(b)) for b, n in draining.items()),
+        lost=min(lost, SOCKETS_PER_BROKER * story.failures),
+        moved=sum(min(n, per_move * story.endpoint_moves(b)) for b, n in moved.items()),
+        returned=sum(
+            min(n, story.returns(broker, purpose))
+            for (broker, purpose), n in redials(candidate).items()
+        ),
+        stale_coordinators=len(coordinators),
+        stale_leaders=len(leaders),
+    )
+
+
+def check_fewer_sockets(candidate: Simulator, baseline: Simulator, story: Story) -> None:
     """The candidate holds and has opened no more sockets than the baseline.
 
     Compared at every step at which the baseline serves the whole work
@@ -95,79 +168,124 @@ def check_fewer_sockets(candidate: Simulator, baseline: Simulator) -> None:
     dialling a broker's old address -- and a count of what it holds or has opened says
     nothing about waste; at those steps the candidate is held to :func:`check_tight`
     alone (every socket it holds is needed by its own view of the cluster, busy, or inside
-    its linger). The allowances, each a consequence of safety rather than of waste:
+    its linger).
 
-    * the candidate may hold one socket the baseline does not right after the bootstrap
+    "Held" and "opened" leave out dials to a dead broker (refused at once) and count
+    connections established: such a dial is a retry, paced by the reconnect backoff, and a
+    client whose metadata names only dead brokers retries under every policy until it can
+    refresh, each at its own moment.
+
+    No allowance is computed from the candidate's behaviour alone. Each is the lesser of
+    what the candidate did for a cause and a bound the story (``story``, the steps and the
+    cluster's truth after each) puts on that cause, so each is zero in a story without its
+    cause (:class:`Allowances`; ``tests/properties/test_socket_allowances.py`` shows each
+    at zero). The allowances, each a consequence of safety or of timing rather than waste:
+
+    * **adopted** (held): one socket the baseline does not hold right after the bootstrap
       connection was adopted as a broker's, when a lazy baseline (aiokafka) has closed its
-      bootstrap socket and not yet dialled that broker;
-    * "held" and "opened" leave out dials to a dead broker (refused at once) and count
-      connections established: such a dial is a retry, paced by the reconnect backoff, and
-      a client whose metadata names only dead brokers retries under every policy until it
-      can refresh, each at its own moment;
-    * it may have opened one more socket per connection it lost to a failure (a broker
-      going down, a dropped link): after a loss each client re-dials in its own order and
-      at its own time (a baseline may wait for a metadata refresh the candidate does not,
-      or pick another broker for the refresh), so the totals may cross by one per loss.
-      In a history without failures the totals compare exactly;
-    * a socket the candidate has retired but that still drains in-flight responses (its
-      broker moved to another host:port, say, while a fetch was held) is on its way out
-      and not counted; a baseline keyed by node id keeps the old socket and uses it;
-    * it may have opened one more socket per broker it closed as unneeded and later needed
-      again (leadership returned to it): that is the price of closing what nothing needs,
-      which a baseline that keeps idle sockets for minutes (or forever, with
-      ``connections.max.idle.ms = -1``) does not pay; the linger sizes that trade;
-    * it may have opened one more socket per connection it retired because its broker's
-      endpoint changed: it never sends to a broker on a socket to the broker's old
-      host:port, while the baselines key by node id and keep using the old socket (which
-      reaches the same broker only while the old address still leads there);
-    * it may hold one more socket, unneeded and within its linger, that it dialled when a
-      failure had left it no socket at all (:func:`refresh_after_loss`): its metadata
-      named only lost brokers, so it refreshed through a broker picked at random, and the
-      new leaders turned out to be elsewhere; a baseline that kept sockets to brokers it
-      picked earlier may already hold one to a new leader. The socket closes when its
-      linger runs out (*tight*);
-    * it may have opened one more socket per broker it was told is a coordinator and the
-      baseline never was (:func:`stale_coordinators`): the candidate looks the coordinator
-      up with its first metadata request, one round trip before java-today and
-      aiokafka-today do; a coordinator that moves in between is dialled by the candidate
-      at its old broker, then at its new one, while the baseline only ever hears of the
-      new one. The earlier lookup is what saves that round trip on every start, and any
-      lookup's answer can go stale before the dial completes, so the window cannot be
-      closed, only moved;
-    * the same window for partition leaders (:func:`stale_leaders`): the candidate's first
+      bootstrap socket and not yet dialled that broker. Cause: a world whose brokers
+      confirm their id (nothing is adopted otherwise). Bound: 1.
+    * **draining** (held, not counted): a socket the candidate retired because its broker's
+      endpoint changed, still draining in-flight responses, is on its way out; a baseline
+      keyed by node id keeps the old socket and uses it. Cause: the broker's endpoint moved
+      (``move_endpoint``, ``share_endpoint``). Bound: per broker, two (one per purpose) per
+      move of that broker.
+    * **refresh** (held): one socket, unneeded and within its linger, dialled when a
+      failure had left the candidate no socket at all (:func:`refresh_after_loss`): its
+      metadata named only lost brokers, so it refreshed through a broker picked at random,
+      and the new leaders turned out to be elsewhere; a baseline that kept sockets to
+      brokers it picked earlier may already hold one to a new leader. The socket closes
+      when its linger runs out (*tight*). Cause: a failure step. Bound: 1.
+    * **stale leaders** (held and opened, :func:`stale_leaders`): the candidate's first
       metadata request names its topics, where aiokafka-today's bootstrap request names
-      none and asks for the topics one round trip later; a leader that moves away and back
-      inside that round trip is dialled and sent to by the candidate at the broker its
-      answer named, and never by the baseline. Per such broker the candidate may have
-      opened one more socket and may hold one more (its data socket to that broker, which
-      *tight* closes once its linger runs out).
+      none and asks for them one round trip later; a leader that moves away and back inside
+      that round trip is dialled and sent to by the candidate at the broker its answer
+      named, and never by the baseline. Per such broker one more opened and, while its data
+      socket is open, one more held (*tight* closes it once its linger runs out). Cause: a
+      partition leader moved away from that broker. Bound: the brokers a partition left.
+    * **stale coordinators** (opened, :func:`stale_coordinators`): the same window for the
+      coordinator. The candidate looks it up with its first metadata request, one round
+      trip before java-today and aiokafka-today do; a coordinator that moves in between is
+      dialled by the candidate at its old broker, then at its new one, while the baseline
+      only ever hears of the new one. The earlier lookup saves that round trip on every
+      start, and any lookup's answer can go stale before the dial completes, so the window
+      cannot be closed, only moved. Cause: the coordinator moved away from that broker.
+      Bound: the brokers the coordinator left.
+    * **lost** (opened): one more per connection lost to a failure: after a loss each
+      client re-dials in its own order and at its own time (a baseline may wait for a
+      metadata refresh the candidate does not, or pick another broker for the refresh), so
+      the totals may cross by one per loss. Cause: a failure step (``broker_down``,
+      ``remove_broker``, ``drop_connections``). Bound: :data:`SOCKETS_PER_BROKER` (3) per
+      failure step, the most a client holding only what it needs has to one broker.
+    * **moved** (opened): one more per connection retired because its broker's endpoint
+      changed: the candidate never sends to a broker on a socket to its old host:port,
+      while the baselines key by node id and keep using the old socket. Cause and bound as
+      for *draining*.
+    * **returned** (opened): one more per connection closed as unneeded and dialled again
+      when its broker was needed again for the same purpose: the price of closing what
+      nothing needs, which a baseline that keeps idle sockets for minutes (or forever,
+      with ``connections.max.idle.ms = -1``) does not pay; the linger sizes that trade.
+      Cause: the broker became a leader (for data) or the coordinator (for either purpose)
+      again after having stopped being one (:meth:`Story.returns`). Bound: per broker and
+      purpose, the number of such returns. (The property stage reports every such re-dial:
+      ``redials`` in its ``property-runs`` table.)
+
+    In a world with a socket budget (:attr:`Story.budget`) the same comparison applies
+    while the budget is at least what the work may need at once (:attr:`Story.peak_need`:
+    one connection per broker that led a partition and one per coordinator, within any
+    330 s of the story, since a client's view and its requests in flight reach that far
+    back); the budget itself is checked by :func:`check_safety`. Below that the candidate
+    must close sockets the work needs and re-dial them -- even a budget equal to the
+    steady need does, while an old leader's socket still holds a fetch
+    (``test_deep_findings.py::test_a_budget_at_the_work_s_need_thrashes_while_a_leader_hands_over``)
+    -- and :func:`check_bounded_handshakes` bounds that instead.
     """
-    if not serves_workload(baseline):
+    if story.budget_binds:
+        check_bounded_handshakes(candidate, baseline, story)
         return
+    if serves_workload(baseline):
+        compare_sockets(candidate, baseline, allowances(candidate, baseline, story))
+
+
+def compare_sockets(candidate: Simulator, baseline: Simulator, allowed: Allowances) -> None:
+    """The comparison of :func:`check_fewer_sockets`, given its allowances."""
     held, base_held = usable_sockets(candidate), usable_sockets(baseline)
-    adopted = sum(1 for c in candidate.open_connections() if c.record.adopted_as is not None)
-    draining = sum(1 for c in candidate.policy.table.records() if c.state is ConnState.DRAINING)
-    refresh = min(len(refresh_after_loss(candidate)), 1)
-    leaders = stale_leaders(candidate, baseline)
-    stale_held = len(leaders & data_brokers_held(candidate))
-    assert held - draining <= base_held + min(adopted, 1) + refresh + stale_held, (
-        f"never more sockets: candidate holds {held}, baseline {base_held}"
-        + (" (allowing 1 lingering refresh socket)" if refresh else "")
-        + (f" (allowing {stale_held} stale leaders)" if stale_held else "")
+    assert held - allowed.draining <= base_held + allowed.held, (
+        f"never more sockets: candidate holds {held}, baseline {base_held}{allowed}"
     )
     opened, base_opened = established(candidate), established(baseline)
-    moved = sum(1 for r in candidate.conn_records if r.close_reason == "endpoint_changed")
-    lost = sum(1 for r in candidate.conn_records if r.close_reason in LOSSES)
-    again = redialled(candidate)
-    stale = stale_coordinators(candidate, baseline) + len(leaders)
-    assert opened <= base_opened + moved + lost + again + stale, (
-        f"never more sockets: candidate opened {opened}, baseline {base_opened}"
-        + (
-            f" (allowing {moved} endpoint changes, {lost} lost, {again} re-dialled,"
-            f" {stale} stale coordinators or leaders)"
-            if moved or lost or again or stale
-            else ""
-        )
+    assert opened <= base_opened + allowed.opened, (
+        f"never more sockets: candidate opened {opened}, baseline {base_opened}{allowed}"
+    )
+
+
+def broker_requests(sim: Simulator) -> int:
+    """Requests the client sent to a particular broker (a leader or a coordinator)."""
+    return sum(1 for r in sim.request_log if r.target != "any")
+
+
+def check_bounded_handshakes(candidate: Simulator, baseline: Simulator, story: Story) -> None:
+    """Under a socket budget below what the work needs (:attr:`Story.budget_binds`), the
+    candidate has opened no more connections than the baseline, its allowances
+    (:func:`allowances`), and one per request the work sent to a particular broker.
+
+    A budget below the work thrashes: a dial at the cap closes a quiet socket the work
+    needs, and the next request to that broker dials it again (KIP (e), rejected;
+    ``tests/test_budget_thrash.py`` measures it). The budget itself holds
+    (:func:`check_safety`); what bounds the thrash is that the candidate dials only for a
+    request waiting on the dial, so it cannot make more handshakes than the work makes
+    requests to brokers. The work's requests are counted as the baseline sent them
+    (:func:`broker_requests`): the same client model fed the same story, with no budget,
+    so the count is the story's and not the candidate's. A policy that dials without a
+    request waiting, or dials several times per request, fails it.
+    """
+    allowed = allowances(candidate, baseline, story)
+    opened, base_opened = established(candidate), established(baseline)
+    work = broker_requests(baseline)
+    assert opened <= base_opened + allowed.opened + work, (
+        f"never more sockets: under a budget of {story.budget} below the work's "
+        f"{story.peak_need}, candidate opened {opened}, baseline {base_opened} and "
+        f"{work} requests to brokers{allowed}"
     )
 
 
@@ -176,17 +294,19 @@ def coordinator_targets(sim: Simulator) -> set[str]:
     return {r.target for r in sim.request_log if r.target.startswith("coordinator:")}
 
 
-def stale_coordinators(candidate: Simulator, baseline: Simulator) -> int:
+def stale_coordinators(candidate: Simulator, baseline: Simulator) -> set[int]:
     """Brokers the candidate established a coordination connection to, and sent a
     coordinator request to, which the baseline never sent a coordinator request to: the
     coordinator had moved between the two clients' lookups."""
     told = coordinator_targets(candidate) - coordinator_targets(baseline)
-    dialled = {
-        f"coordinator:{e.key.broker_id}"
+    return {
+        e.key.broker_id
         for e in candidate.ledger.entries
-        if e.kind is ConnEvent.ESTABLISHED and e.key.purpose is Purpose.COORDINATION
+        if e.kind is ConnEvent.ESTABLISHED
+        and e.key.purpose is Purpose.COORDINATION
+        and e.key.broker_id is not None
+        and f"coordinator:{e.key.broker_id}" in told
     }
-    return len(told & dialled)
 
 
 PARTITION_APIS = frozenset({Api.PRODUCE, Api.FETCH, Api.LIST_OFFSETS})
@@ -226,11 +346,11 @@ def stale_leaders(candidate: Simulator, baseline: Simulator) -> set[int]:
     return told & dialled
 
 
-def redialled(sim: Simulator) -> int:
+def redials(sim: Simulator) -> Counter[tuple[int, Purpose]]:
     """Connections established to a broker, for a purpose, that the client had earlier
-    closed as unneeded."""
+    closed as unneeded, by (broker, purpose)."""
     closed: set[tuple[int, Purpose]] = set()
-    count = 0
+    count: Counter[tuple[int, Purpose]] = Counter()
     for entry in sim.ledger.entries:
         if entry.key.broker_id is None:
             continue
@@ -239,8 +359,14 @@ def redialled(sim: Simulator) -> int:
             closed.add(what)
         elif entry.kind is ConnEvent.ESTABLISHED and what in closed:
             closed.discard(what)
-            count += 1
+            count[what] += 1
     return count
+
+
+def redialled(sim: Simulator) -> int:
+    """Connections established to a broker, for a purpose, that the client had earlier
+    closed as unneeded."""
+    return sum(redials(sim).values())
 
 
 def refresh_after_loss(sim: Simulator) -> list[int]:

@@ -20,7 +20,10 @@ a message that names it):
    left reaches whoever is there now, whatever the policy; that the policy only ever sends
    where its metadata says is checked under safety.)
 2. **never more sockets** -- the candidate holds no more open sockets than the baseline and
-   has opened no more in total, under the conditions stated in :func:`check_fewer_sockets`.
+   has opened no more in total, under the conditions stated in :func:`check_fewer_sockets`:
+   every allowance there is bounded by a cause in the story (:class:`Story`, kept by the
+   machine), and a world with a socket budget below what the work needs is held to a bound
+   on handshakes instead.
 3. **tight** -- every socket the candidate holds is needed (a leader in use, the
    coordinator, the one kept for any-node requests, or busy), still connecting, or within
    its linger; when nothing is lingering, its ready sockets are exactly the needed ones.
@@ -71,6 +74,7 @@ from connmgr.testing.invariants import (
     unneeded,
     usable_sockets,
 )
+from connmgr.testing.story import Story
 from connmgr.testing.world import (
     GROUP,
     PROXY,
@@ -96,6 +100,7 @@ __all__ = [
     "PairMachine",
     "PolicyRef",
     "Step",
+    "Story",
     "World",
     "check_fewer_sockets",
     "check_safety",
@@ -140,6 +145,9 @@ class PairMachine(RuleBasedStateMachine):
     # The two simulators exist once initialised; every rule runs after @initialize.
     candidate: Simulator
     baseline: Simulator
+    story: Story
+    """The steps fed so far and the truth after each: what bounds the allowances of *never
+    more sockets* (:mod:`connmgr.testing.story`)."""
 
     @initialize(world=worlds())
     def start(self, world: World) -> None:
@@ -147,12 +155,15 @@ class PairMachine(RuleBasedStateMachine):
         self.world = world
         self.candidate = world.simulator(self.CANDIDATE, candidate=True)
         self.baseline = world.simulator(self.BASELINE, candidate=False)
+        self.story = Story.begin(world, self.candidate.cluster)
 
     def feed(self, step: Step) -> None:
         note(f"step {len(self.steps) + 1}: {step}")
         self.steps.append(step)
         step.apply(self.candidate)
         step.apply(self.baseline)
+        # Both clusters are the same truth; the candidate's is read.
+        self.story = self.story.then(step, self.candidate.cluster)
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -244,8 +255,7 @@ class PairMachine(RuleBasedStateMachine):
         check_same_routing(self.baseline, done_b, f"baseline {self.BASELINE}")
         check_safety(self.candidate, done_c, self.world.max_connections)
         check_tight(self.candidate)
-        if self.world.max_connections is None:
-            check_fewer_sockets(self.candidate, self.baseline)
+        check_fewer_sockets(self.candidate, self.baseline, self.story)
         self._checked = (len(self.candidate.request_log), len(self.baseline.request_log))
 
     def teardown(self) -> None:

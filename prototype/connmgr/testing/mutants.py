@@ -65,6 +65,22 @@ class EagerDialer(ProposedPolicy):
                 self.get_or_dial(key)
 
 
+class Thrashing(ProposedPolicy):
+    """Never more sockets, broken the other way: counts nothing as needed (no leader, no
+    coordinator, no connection kept for any-node requests; only a busy one is spared) and
+    lingers 0 ms, so every quiet connection closes at once and is dialled again at the
+    next request. It holds fewer sockets than any baseline and opens hundreds more."""
+
+    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+        super().__init__(dataclasses.replace(config, connection_linger_ms=0), rng)
+
+    def _needs(self) -> tuple[frozenset[int], frozenset[int]]:
+        busy = frozenset(
+            c.conn_id for c in self.table.records() if c.state is ConnState.READY and c.busy
+        )
+        return frozenset(), busy
+
+
 class NeverClose(ProposedPolicy):
     """Tight, broken: forgets prompt close, so unneeded connections stay open."""
 
