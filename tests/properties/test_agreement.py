@@ -7,7 +7,11 @@ thin test classes. Profiles: ``ci`` by default, ``deep`` with
 
 from __future__ import annotations
 
+import pytest
 from connmgr.testing.machines import pair_machine
+
+# Hypothesis searches over many examples: the README's fast core leaves them out.
+pytestmark = pytest.mark.search
 
 TestProposedVsJavaDescribed = pair_machine("java-described").TestCase
 TestProposedVsJavaToday = pair_machine("java-today").TestCase

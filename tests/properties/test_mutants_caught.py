@@ -25,6 +25,9 @@ from connmgr.testing.machines import Step, World, check_safety, check_same_routi
 from connmgr.testing.mutants import MergeByHostPort, StaleEndpoint, TrustsHostPort
 from hypothesis.stateful import run_state_machine_as_test
 
+# Hypothesis searches over many examples: the README's fast core leaves them out.
+pytestmark = pytest.mark.search
+
 SEARCH = search_settings(300, 6, derandomize=True)
 
 

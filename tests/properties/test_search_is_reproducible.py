@@ -12,7 +12,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from connmgr.testing.constants import load_whole_package
+
+# Hypothesis searches over many examples: the README's fast core leaves them out.
+pytestmark = pytest.mark.search
 
 FINGERPRINT = """
 import hashlib
