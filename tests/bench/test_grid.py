@@ -94,6 +94,7 @@ examples = 5
 steps = 5
 mutants = ["NeverClose"]
 mutant_examples = 100
+shrink = "until readable"
 workers = 1
 
 [quick]
@@ -248,6 +249,11 @@ def test_sim_rows_are_the_same_on_one_process_and_on_two(tmp_path: Path) -> None
         (
             lambda t: t.replace("workers = 1", "workers = 0"),
             r"properties\.workers = 0 must be >= 1",
+        ),
+        (
+            lambda t: t.replace('shrink = "until readable"', 'shrink = "some"'),
+            r"properties\.shrink has unknown \['some'\]; "
+            r"choose from \['full', 'until readable', 'none'\]",
         ),
     ],
 )

@@ -17,7 +17,7 @@ from connmgr.bench.properties import (
 )
 from connmgr.bench.rows import new_meta
 from connmgr.bench.schema import ResultsError
-from connmgr.testing.evidence import MUTANTS, MutantCase, find_counterexample
+from connmgr.testing.evidence import MAX_STEPS, MUTANTS, MutantCase, find_counterexample
 from connmgr.testing.mutants import NeverClose
 
 SMALL = {
@@ -26,6 +26,7 @@ SMALL = {
     "steps": 6,
     "mutants": ["NeverClose"],
     "mutant_examples": 2000,
+    "shrink": "until readable",
     "workers": 2,
 }
 
@@ -57,7 +58,23 @@ def test_the_tables_carry_the_raw_results(small: dict[str, Any]) -> None:
     ]
     assert all(r["redials"] >= r["redial_examples"] >= 0 for r in small["agreement"])
     assert mutants[0]["invariant"] == "tight"
-    assert mutants[0]["steps"] == small["mutants"][0]["steps"]
+    assert mutants[0]["steps"] == small["mutants"][0]["steps"] <= MAX_STEPS
+
+
+SAYS = {
+    "full": "shrunk by Hypothesis until it stopped",
+    "until readable": f"first failing story of at most {MAX_STEPS} steps",
+    "none": "as first met, not shrunk",
+}
+
+
+@pytest.mark.parametrize("shrink", SAYS)
+def test_the_mutants_caption_says_how_the_stories_were_shortened(
+    small: dict[str, Any], shrink: str
+) -> None:
+    results = {**small, "settings": {**small["settings"], "shrink": shrink}}
+    caption = property_tables(results)[1].description
+    assert [mode for mode, says in SAYS.items() if says in caption] == [shrink]
 
 
 def test_a_failing_machine_and_an_uncaught_mutant_are_problems(small: dict[str, Any]) -> None:

@@ -112,6 +112,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
         "steps": (int, False),
         "mutants": (str, True),
         "mutant_examples": (int, False),
+        "shrink": (str, False),
         "workers": (int, False),
     },
 }
@@ -287,7 +288,7 @@ def _check(source: Path, key: str, value: Any, kind: type, is_axis: bool) -> Any
 
 def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     # Imported here: the property stage needs Hypothesis, the rest of the grid does not.
-    from connmgr.testing.evidence import BASELINES, MUTANTS
+    from connmgr.testing.evidence import BASELINES, MUTANTS, Shrinking
 
     def need(key: str, given: Sequence[str], known: Sequence[str]) -> None:
         bad = [g for g in given if g not in known]
@@ -300,6 +301,7 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     need("sim.policies", values["sim"]["policies"], list(POLICIES))
     need("properties.baselines", values["properties"]["baselines"], list(BASELINES))
     need("properties.mutants", values["properties"]["mutants"], list(MUTANTS))
+    need("properties.shrink", [values["properties"]["shrink"]], [s.value for s in Shrinking])
     need("sim.idle", values["sim"]["idle"], list(_IDLE))
     baselines = [p for p in POLICIES if p != "proposed"]
     need("linger.baselines", values["linger"]["baselines"], baselines)

@@ -22,9 +22,11 @@ from connmgr.bench.schema import ColumnType
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.testing.evidence import (
+    MAX_STEPS,
     MUTANT_BASELINE,
     MUTANTS,
     Counterexample,
+    Shrinking,
     find_counterexample,
     run_agreement,
 )
@@ -40,9 +42,11 @@ def _agreement(baseline: str, examples: int, steps: int) -> dict[str, Any]:
     return {**asdict(run), "failures": run.failures}
 
 
-def _mutant(name: str, examples: int) -> dict[str, Any]:
+def _mutant(name: str, examples: int, shrink: str) -> dict[str, Any]:
     case = MUTANTS[name]
-    found: Counterexample | None = find_counterexample(case, max_examples=examples)
+    found: Counterexample | None = find_counterexample(
+        case, max_examples=examples, shrink=Shrinking(shrink)
+    )
     return {
         "mutant": name,
         "expected": " or ".join(case.expects),
@@ -72,7 +76,8 @@ def property_results(
             pool.submit(_agreement, b, examples, steps): agreement for b in values["baselines"]
         }
         futures |= {
-            pool.submit(_mutant, m, values["mutant_examples"]): mutants for m in values["mutants"]
+            pool.submit(_mutant, m, values["mutant_examples"], values["shrink"]): mutants
+            for m in values["mutants"]
         }
         for future in tqdm(
             as_completed(futures), total=len(futures), desc="properties", disable=not show
@@ -161,12 +166,24 @@ def property_tables(results: Mapping[str, Any]) -> list[Table]:
             "Property suite: which invariant catches each broken policy",
             f"Each deliberately broken policy (`connmgr.testing.mutants`) against "
             f"{MUTANT_BASELINE}, searched derandomized for up to {s['mutant_examples']:,} "
-            "examples: the invariant its shrunk counterexample fails, and that "
-            "counterexample's length in steps.",
+            "examples: the invariant its counterexample fails, and that counterexample's "
+            f"length in steps; {_SHRUNK[Shrinking(s.get('shrink', 'full'))]}",
             MUTANT_COLUMNS,
             mutants,
         ),
     ]
+
+
+_SHRUNK = {
+    Shrinking.FULL: "each counterexample shrunk by Hypothesis until it stopped.",
+    Shrinking.UNTIL_READABLE: (
+        f"each search ended at its first failing story of at most {MAX_STEPS} steps "
+        "(shrunk until it was that short, not further)."
+    ),
+    Shrinking.NONE: "each counterexample as first met, not shrunk.",
+}
+"""How the mutants table's caption says the stories were shortened (``shrink``; results
+written before the key existed were shrunk fully)."""
 
 
 def check_properties(results: Mapping[str, Any]) -> list[str]:

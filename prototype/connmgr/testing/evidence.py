@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -50,6 +52,20 @@ was met near example 300 in one process and missed by a 300-example budget in CI
 
 MAX_STEPS = 6
 """A shrunk counterexample this long or shorter is one a reader can follow."""
+
+
+class Shrinking(Enum):
+    """How far a mutant's search shortens the failing story it met."""
+
+    FULL = "full"
+    """Hypothesis shrinks until it stops (the job's report shows the shortest story it
+    finds; for StaleEndpoint that is Hypothesis's five-minute shrinking limit)."""
+    UNTIL_READABLE = "until readable"
+    """The search ends at the first failing story of at most :data:`MAX_STEPS` steps,
+    whether met while generating or while shrinking (what a test needs: the invariant
+    caught the mutant with a story a reader can follow)."""
+    NONE = "none"
+    """The first failing example, as met."""
 
 
 @dataclass(frozen=True)
@@ -217,26 +233,77 @@ def find_counterexample(
     *,
     max_examples: int = MUTANT_EXAMPLES,
     baseline: str = MUTANT_BASELINE,
-    shrink: bool = True,
+    shrink: Shrinking = Shrinking.FULL,
 ) -> Counterexample | None:
     """Search ``case.mutant`` against ``baseline`` (derandomized, so a run in CI explores
-    the same examples every time); None if nothing failed within the budget. Shrinking is
-    most of a search's time; ``shrink=False`` stops at the first failing example."""
+    the same examples every time); None if nothing failed within the budget. ``shrink``
+    says how far the failing story is shortened (:class:`Shrinking`)."""
     counter = _Counter()
     machine = _counted(pair_machine(baseline, case.mutant), counter)
+    if shrink is Shrinking.UNTIL_READABLE:
+        machine = _stops_when_readable(machine)
     started = time.perf_counter()
     try:
         run_state_machine_as_test(
             machine,
             settings=search_settings(
-                max_examples, case.step_count, derandomize=True, shrink=shrink
+                max_examples,
+                case.step_count,
+                derandomize=True,
+                shrink=shrink is not Shrinking.NONE,
             ),
         )
     except AssertionError as e:
-        return Counterexample(
-            case.name, str(e), tuple(_story(e)), counter.examples, time.perf_counter() - started
-        )
-    return None
+        message, story = str(e), tuple(_story(e))
+    except _Readable as r:
+        message, story = r.message, r.story
+    else:
+        return None
+    return Counterexample(
+        case.name, message, story, counter.examples, time.perf_counter() - started
+    )
+
+
+class _Readable(BaseException):
+    """Raised through Hypothesis (which re-raises what is not an ``Exception``, as it does a
+    KeyboardInterrupt) to end a search at a failing story short enough to read."""
+
+    def __init__(self, message: str, story: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.story = story
+
+
+def _stops_when_readable(machine: type[PairMachine]) -> type[PairMachine]:
+    """``machine``, ending the search at its first failure of at most :data:`MAX_STEPS`
+    steps; a longer failure is left to Hypothesis, which shrinks it and so tries shorter
+    stories until one fails."""
+
+    class Readable(machine):  # type: ignore[valid-type,misc]
+        def _readable(self, e: AssertionError) -> None:
+            if self.world is not None and len(self.steps) <= MAX_STEPS:
+                story = (
+                    f"world: {self.world}",
+                    *(f"step {i}: {step}" for i, step in enumerate(self.steps, 1)),
+                )
+                raise _Readable(str(e), story) from e
+
+        def check_invariants(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                super().check_invariants(*args, **kwargs)
+            except AssertionError as e:
+                self._readable(e)
+                raise
+
+        def teardown(self) -> None:
+            try:
+                super().teardown()
+            except AssertionError as e:
+                self._readable(e)
+                raise
+
+    Readable.__name__ = machine.__name__
+    return Readable
 
 
 def _story(e: BaseException) -> list[str]:
