@@ -94,6 +94,8 @@ def flagged_by_hand(
         for m in ("opened", "peak", "steady"):
             if s[f"{m}_proposed"] > s[f"{m}_baseline"]:
                 found.add((kind, point, baseline, m))
+        if s["repeats"] < 3:  # too few pairs to judge a time
+            continue
         for m in ("ttfa_ms", "ttfc_ms"):
             slower = s[f"{m}_ratio"] is not None and s[f"{m}_ratio"] > 1 + tolerance
             if slower and s[f"{m}_proposed"] - s[f"{m}_baseline"] > 5.0:
@@ -506,9 +508,11 @@ def test_micro_json_parsed(
 # --------------------------------------------------------------------------- tolerance
 
 
-def _timing_rows(make_row: RowFactory, baseline: str = "aiokafka") -> list[dict[str, Any]]:
-    """Real rows with constant ratios against ``baseline``: ttfa 1.2, 1.3, 0.5 and 1.5 (by
-    2 ms); throughput 0.8, 0.7, 1.5."""
+def _timing_rows(
+    make_row: RowFactory, baseline: str = "aiokafka", repeats: int = 3
+) -> list[dict[str, Any]]:
+    """Real rows with constant ratios against ``baseline``, ``repeats`` pairs a point: ttfa
+    1.2, 1.3, 0.5 and 1.5 (by 2 ms); throughput 0.8, 0.7, 1.5."""
     rows = []
     cases = {
         "t12": {"ttfa_ms": (120.0, 100.0)},
@@ -521,7 +525,7 @@ def _timing_rows(make_row: RowFactory, baseline: str = "aiokafka") -> list[dict[
         "r15": {"throughput_rps": (1500.0, 1000.0), "ttfa_ms": (10.0, 10.0)},
     }
     for point, metrics in cases.items():
-        for repeat in range(3):
+        for repeat in range(repeats):
             for side, policy in enumerate(("proposed", baseline)):
                 values = {m: v[side] for m, v in metrics.items()}
                 rows.append(
@@ -567,6 +571,34 @@ def test_timing_tolerance_works_both_sides(
     tighter = {(r.point, r.metric) for r in regressions_of(summary, 0.1)}
     assert tighter == flagged | {("t12", "ttfa_ms"), ("r08", "throughput_rps")}
     assert tighter == {(p, m) for _, p, _, m in flagged_by_hand(by_hand(rows), 0.1)}
+
+
+def test_a_time_over_fewer_than_three_pairs_is_shown_not_judged(
+    spark: Any, make_row: RowFactory, results_writer: Callable[..., Path], tmp_path: Path
+) -> None:
+    # The same slow times as above, measured twice: shown with their ratios, no regression;
+    # a socket count is judged whatever the repeats.
+    rows = _timing_rows(make_row, repeats=2)
+    rows += [
+        make_row(kind="real", point="s", policy=p, repeat=0, opened=k, peak=k, steady=1)
+        for p, k in (("proposed", 3), ("aiokafka", 2))
+    ]
+    path = results_writer(tmp_path, "real", rows)
+    got = run_comparison(spark, tmp_path, tmp_path / "out", tolerance=0.25)
+    assert {(r.point, r.metric) for r in got.regressions} == {("s", "opened"), ("s", "peak")}
+    assert {(p, m) for _, p, _, m in flagged_by_hand(by_hand(rows), 0.25)} == {
+        ("s", "opened"),
+        ("s", "peak"),
+    }
+    df = load_results(spark, [path])
+    try:
+        summary = {r["point"]: r.asDict() for r in pair_summary(df, 0.25).collect()}
+    finally:
+        df.unpersist()
+    assert summary["t13"]["repeats"] == 2
+    assert summary["t13"]["ttfa_ms_ratio"] == pytest.approx(1.3)
+    assert summary["r07"]["throughput_rps_ratio"] == pytest.approx(0.7)
+    assert not summary["t13"]["worse_ttfa_ms"] and not summary["r07"]["worse_throughput_rps"]
 
 
 def test_a_clean_run_says_none(

@@ -23,6 +23,7 @@ from connmgr.bench import schema
 from connmgr.bench.metrics import (
     LIFE_METRICS,
     METRICS,
+    MIN_TIMED_PAIRS,
     POINT_PARAMS,
     PROPOSED,
     SAME_RUNTIME,
@@ -99,14 +100,17 @@ def pair_summary(df: Any, tolerance: float) -> Any:
             F.max(f"r_{m}").alias(f"{m}_ratio_max"),
         ]
     summary = pairs.groupBy("kind", "point", "baseline").agg(*aggs)
+    # A time is judged only over enough pairs (MIN_TIMED_PAIRS); sockets always.
+    judged = F.col("repeats") >= MIN_TIMED_PAIRS
     flags = {
         **{m: F.col(f"{m}_proposed") > F.col(f"{m}_baseline") for m in SOCKET_METRICS},
         **{
-            m: (F.col(f"{m}_ratio") > 1 + tolerance)
+            m: judged
+            & (F.col(f"{m}_ratio") > 1 + tolerance)
             & (F.col(f"{m}_proposed") - F.col(f"{m}_baseline") > TIMING_SLACK_MS)
             for m in TIMING_METRICS
         },
-        **{m: F.col(f"{m}_ratio") < 1 - tolerance for m in THROUGHPUT_METRICS},
+        **{m: judged & (F.col(f"{m}_ratio") < 1 - tolerance) for m in THROUGHPUT_METRICS},
     }
     summary = summary.select(
         "*", *(F.coalesce(c, F.lit(False)).alias(f"worse_{m}") for m, c in flags.items())
