@@ -30,6 +30,8 @@ def run_suite(out: Path, rounds: str) -> subprocess.CompletedProcess[str]:
             f"--benchmark-json={out}",
             "-p",
             "no:cacheprovider",
+            "-o",
+            "addopts=",  # as run_micro: no xdist workers, under which nothing is timed
             "-q",
         ],
         cwd=ROOT,

@@ -298,6 +298,10 @@ def run_micro(grid: Grid, out: Path) -> Path:
         "-q",
         "-p",
         "no:cacheprovider",
+        # Not the checkout's test options: they spread tests over workers (pytest-xdist),
+        # and pytest-benchmark times nothing under xdist.
+        "-o",
+        "addopts=",
         f"--benchmark-json={out}",
         "--rootdir",
         str(MICRO_DIR),
