@@ -20,7 +20,10 @@ SUITE = ROOT / "benchmarks" / "micro"
 
 
 def run_suite(out: Path, rounds: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONNMGR_MICRO_ROUNDS": rounds}
+    # As run_micro: no xdist worker's variables, no checkout addopts (nothing is timed
+    # under xdist).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["CONNMGR_MICRO_ROUNDS"] = rounds
     return subprocess.run(
         [
             sys.executable,
@@ -31,7 +34,7 @@ def run_suite(out: Path, rounds: str) -> subprocess.CompletedProcess[str]:
             "-p",
             "no:cacheprovider",
             "-o",
-            "addopts=",  # as run_micro: no xdist workers, under which nothing is timed
+            "addopts=",
             "-q",
         ],
         cwd=ROOT,

@@ -289,23 +289,12 @@ def run_micro(grid: Grid, out: Path) -> Path:
     if not MICRO_DIR.is_dir():
         raise BenchError(f"micro-benchmarks not found at {MICRO_DIR} (run from a source checkout)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CONNMGR_MICRO_ROUNDS": str(grid.get("micro", "rounds"))}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(MICRO_DIR),
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        # Not the checkout's test options: they spread tests over workers (pytest-xdist),
-        # and pytest-benchmark times nothing under xdist.
-        "-o",
-        "addopts=",
-        f"--benchmark-json={out}",
-        "--rootdir",
-        str(MICRO_DIR),
-    ]
+    # Not the checkout's test options nor a calling test worker's variables: under
+    # pytest-xdist (which both bring), pytest-benchmark times nothing.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["CONNMGR_MICRO_ROUNDS"] = str(grid.get("micro", "rounds"))
+    cmd = [sys.executable, "-m", "pytest", str(MICRO_DIR), "-q", "-p", "no:cacheprovider"]
+    cmd += ["-o", "addopts=", f"--benchmark-json={out}", "--rootdir", str(MICRO_DIR)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not out.exists():
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
