@@ -1,0 +1,137 @@
+package org.apache.kafka.clients;
+
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.metrics.Gauge;
+import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.metrics.Sensor;
+import org.apache.kafka.common.metrics.stats.Meter;
+import org.apache.kafka.common.metrics.stats.WindowedCount;
+
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Connection metrics by role ({@code connection.role.metrics.enable}), group {@code <prefix>-connection-role-metrics},
+ * tag {@code role} ({@code bootstrap}, {@code coordinator}, {@code broker}) beside the client's own tags (client-id).
+ * <p>
+ * The role is read from the node id, by the conventions the client already follows: a negative id is a bootstrap
+ * server ({@code Cluster.bootstrap}), an id above {@code Integer.MAX_VALUE / 2} is a group coordinator's separate
+ * connection ({@code Integer.MAX_VALUE - brokerId}), any other id is a broker's connection.
+ * <p>
+ * Per role: {@code connection-count} (sockets held now: dialling, connected or awaiting ApiVersions),
+ * {@code connection-count-peak} (the most held at once since the client started: an all-time mark, named so that it
+ * is not read as one of Kafka's windowed {@code -max} statistics), and the meters {@code connection-attempt-*}
+ * (dials started), {@code connection-creation-*} (TCP connects completed) and {@code connection-close-*} (sockets
+ * closed, failed dials included). Summed over the roles, attempts minus closes equals the count.
+ * <p>
+ * Called from {@link NetworkClient} only, on its one thread; the gauges may be read from any thread.
+ */
+public final class ConnectionRoleMetrics {
+
+    public enum Role {
+        BOOTSTRAP("bootstrap"), COORDINATOR("coordinator"), BROKER("broker");
+
+        public final String tag;
+
+        Role(String tag) {
+            this.tag = tag;
+        }
+    }
+
+    /** The role of a connection to {@code nodeId} (a node's {@code idString()}). */
+    public static Role roleOf(String nodeId) {
+        final int id;
+        try {
+            id = Integer.parseInt(nodeId);
+        } catch (NumberFormatException e) {
+            return Role.BROKER;
+        }
+        if (id < 0)
+            return Role.BOOTSTRAP;
+        if (id > Integer.MAX_VALUE / 2)
+            return Role.COORDINATOR;
+        return Role.BROKER;
+    }
+
+    private static final class RoleStats {
+        final AtomicInteger count = new AtomicInteger();
+        final AtomicInteger peak = new AtomicInteger();
+        Sensor attempts;
+        Sensor creations;
+        Sensor closes;
+    }
+
+    private final String group;
+    private final Map<Role, RoleStats> stats = new EnumMap<>(Role.class);
+    /* Sockets held now, by node id: what a close is counted against, so a second close of one id counts once. */
+    private final Map<String, Role> held = new HashMap<>();
+
+    public ConnectionRoleMetrics(Metrics metrics, String metricGrpPrefix) {
+        this.group = metricGrpPrefix + "-connection-role-metrics";
+        for (Role role : Role.values()) {
+            RoleStats s = new RoleStats();
+            Map<String, String> tags = Map.of("role", role.tag);
+            s.attempts = meter(metrics, role, tags, "connection-attempt", "dials started");
+            s.creations = meter(metrics, role, tags, "connection-creation", "TCP connects completed");
+            s.closes = meter(metrics, role, tags, "connection-close", "sockets closed, failed dials included");
+            metrics.addMetric(metrics.metricName("connection-count", group,
+                    "The number of " + role.tag + " connections held now", tags),
+                    (Gauge<Integer>) (config, now) -> s.count.get());
+            metrics.addMetric(metrics.metricName("connection-count-peak", group,
+                    "The most " + role.tag + " connections held at once since the client started", tags),
+                    (Gauge<Integer>) (config, now) -> s.peak.get());
+            stats.put(role, s);
+        }
+    }
+
+    private Sensor meter(Metrics metrics, Role role, Map<String, String> tags, String name, String what) {
+        Sensor sensor = metrics.sensor(group + ":" + role.tag + ":" + name);
+        MetricName rate = metrics.metricName(name + "-rate", group,
+                "The number per second of " + role.tag + " " + what, tags);
+        MetricName total = metrics.metricName(name + "-total", group,
+                "The total number of " + role.tag + " " + what, tags);
+        sensor.add(new Meter(new WindowedCount(), rate, total));
+        return sensor;
+    }
+
+    /** A dial to {@code nodeId} starts: it holds a socket until {@link #closed}. */
+    public void dialStarted(String nodeId) {
+        Role role = roleOf(nodeId);
+        if (held.put(nodeId, role) != null)
+            return; // already held: not a new socket
+        RoleStats s = stats.get(role);
+        s.attempts.record();
+        int now = s.count.incrementAndGet();
+        s.peak.accumulateAndGet(now, Math::max);
+    }
+
+    /** The TCP connect to {@code nodeId} completed. */
+    public void connected(String nodeId) {
+        Role role = held.get(nodeId);
+        if (role != null)
+            stats.get(role).creations.record();
+    }
+
+    /** The socket to {@code nodeId} is closed, for whatever reason; a no-op if none is held. */
+    public void closed(String nodeId) {
+        Role role = held.remove(nodeId);
+        if (role == null)
+            return;
+        RoleStats s = stats.get(role);
+        s.closes.record();
+        s.count.decrementAndGet();
+    }
+
+    /** The client closes: every socket it holds is closed. */
+    public void closeAll() {
+        for (String nodeId : new HashMap<>(held).keySet())
+            closed(nodeId);
+    }
+
+    /** Sockets held now in {@code role} (what the {@code connection-count} gauge reads). */
+    public int count(Role role) {
+        return stats.get(role).count.get();
+    }
+}

@@ -1,0 +1,295 @@
+"""kafka-clients 4.3.1 with the project's patch: build it and run Kafka's own tests against it.
+
+The Maven module ``benchmarks/kafka-clients-patch`` (see its README) unpacks the release's
+sources jar, applies the project's diffs (``patches/*.diff``; ``switches-on/*.diff`` on top
+flips every new configuration's default to on), compiles the touched files over the released
+classes and runs Kafka's compiled tests from the release's test jar, and the project's own
+tests, against the result. This module runs that build for one :class:`Variant` and reads
+surefire's reports into :class:`TestCounts`, so tests and CI can assert on them::
+
+    run = run_patch_tests(Variant.SWITCHES_ON, tests=("NetworkClientTest", "Connmgr*Test"))
+    assert run.total.failed == 0
+
+CLI: ``python -m connmgr.java.patch [--variant all] [--tests A,B] [--json]``.
+
+Nothing goes into the repository: Maven keeps artifacts in ``~/.m2`` and each variant builds
+in :func:`build_dir` (``$XDG_CACHE_HOME`` or ``~/.cache``, then
+``connmgr/kafka-clients-patch/<variant>/target``). Maven runs on every call (the tests are
+the point); a warm run only skips the downloads and the unpacking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from connmgr.java.build import JavaTools, find_tools
+from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+
+__all__ = [
+    "KAFKA_TEST_CLASSES",
+    "OWN_TEST_PATTERN",
+    "PatchRun",
+    "TestCounts",
+    "Variant",
+    "build_dir",
+    "default_module_dir",
+    "main",
+    "read_reports",
+    "run_patch_tests",
+]
+
+
+class Variant(enum.Enum):
+    """Which client the tests run against (the pom's profile of the same name)."""
+
+    STOCK = "stock"
+    """kafka-clients 4.3.1 as released: nothing patched, none of the project's tests."""
+    DEFAULTS = "defaults"
+    """The patch with every new configuration at its default, which is today's behaviour."""
+    SWITCHES_ON = "switches-on"
+    """The patch with every new configuration defaulted on."""
+
+
+KAFKA_TEST_CLASSES: Final = (
+    "NetworkClientTest",
+    "ClusterConnectionStatesTest",
+    "MetadataTest",
+    "SenderTest",
+    "RecordAccumulatorTest",
+    "ConsumerNetworkClientTest",
+    "NetworkClientDelegateTest",
+    "CoordinatorRequestManagerTest",
+    "KafkaAdminClientTest",
+    "AdminMetadataManagerTest",
+    "KafkaProducerTest",
+    "KafkaConsumerTest",
+)
+"""Kafka's test classes of the code the patch touches (the pom's default ``kafka.tests``)."""
+
+OWN_TEST_PATTERN: Final = "Connmgr*Test"
+"""The project's own tests (``src/test/java``); none exist in the stock variant."""
+
+_PROFILES: Final[Mapping[Variant, str | None]] = MappingProxyType(
+    {Variant.STOCK: "stock", Variant.DEFAULTS: None, Variant.SWITCHES_ON: "switches-on"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TestCounts:
+    """Surefire's counts for one test class, or summed over several."""
+
+    __test__ = False  # not a pytest class
+
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+
+    @property
+    def failed(self) -> int:
+        """Failures plus errors: what must be 0."""
+        return self.failures + self.errors
+
+    def __add__(self, other: TestCounts) -> TestCounts:
+        return TestCounts(
+            self.tests + other.tests,
+            self.failures + other.failures,
+            self.errors + other.errors,
+            self.skipped + other.skipped,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PatchRun:
+    """One Maven run of the module: the counts per test class (fully qualified name), how
+    long the whole command took, whether Maven exited 0, and where its log and jar are."""
+
+    variant: Variant
+    by_class: Mapping[str, TestCounts]
+    seconds: float
+    succeeded: bool
+    log: Path
+    jar: Path
+
+    @property
+    def total(self) -> TestCounts:
+        """The counts summed over every class that ran."""
+        total = TestCounts(0, 0, 0, 0)
+        for counts in self.by_class.values():
+            total = total + counts
+        return total
+
+
+def default_module_dir() -> Path:
+    """``benchmarks/kafka-clients-patch`` of the source tree this package runs from."""
+    # patch.py -> java -> connmgr -> prototype -> repository root
+    return Path(__file__).resolve().parents[3] / "benchmarks" / "kafka-clients-patch"
+
+
+def build_dir(variant: Variant) -> Path:
+    """The variant's Maven build directory (not created here)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "connmgr" / "kafka-clients-patch" / variant.value / "target"
+
+
+def read_reports(reports: Path) -> dict[str, TestCounts]:
+    """Surefire's ``TEST-*.xml`` files in ``reports``: counts per test class."""
+    counts: dict[str, TestCounts] = {}
+    for path in sorted(reports.glob("TEST-*.xml")):
+        suite = ET.parse(path).getroot()
+        counts[suite.get("name", path.stem[5:])] = TestCounts(
+            int(suite.get("tests", "0")),
+            int(suite.get("failures", "0")),
+            int(suite.get("errors", "0")),
+            int(suite.get("skipped", "0")),
+        )
+    return counts
+
+
+def run_patch_tests(
+    variant: Variant,
+    tests: Sequence[str] | None = None,
+    *,
+    module_dir: Path | None = None,
+    tools: JavaTools | None = None,
+    timeout_s: float = 1800.0,
+) -> PatchRun:
+    """Build ``variant`` and run ``tests`` (surefire ``-Dtest`` patterns: simple class names
+    or globs; default :data:`KAFKA_TEST_CLASSES` plus :data:`OWN_TEST_PATTERN`, the latter
+    dropped for :attr:`Variant.STOCK`) with ``mvn -B -T 1 verify``.
+
+    Test failures do not raise: they are in the returned counts (``succeeded`` is False).
+    Raises :class:`JavaToolError` if java/mvn are missing and :class:`JavaBuildError` if
+    Maven fails without running any test (a diff that no longer applies, a compile error)
+    or exceeds ``timeout_s``.
+    """
+    tools = tools or find_tools()
+    module_dir = module_dir or default_module_dir()
+    if not (module_dir / "pom.xml").is_file():
+        raise JavaToolError(f"no pom.xml in {module_dir} (expected the kafka-clients-patch module)")
+    selected = list(tests) if tests is not None else list(KAFKA_TEST_CLASSES)
+    if tests is None and variant is not Variant.STOCK:
+        selected.append(OWN_TEST_PATTERN)
+    target = build_dir(variant)
+    reports = target / "surefire-reports"
+    # Reports of an earlier run with other classes would be counted as this run's.
+    shutil.rmtree(reports, ignore_errors=True)
+    command = [
+        str(tools.mvn),
+        "-B",
+        "-T",
+        "1",
+        "-ntp",
+        "-Dstyle.color=never",
+        "-f",
+        str(module_dir / "pom.xml"),
+        f"-Dpatch.build.dir={target}",
+        f"-Dtest={','.join(selected)}",
+        "-Dmaven.test.failure.ignore=true",
+    ]
+    profile = _PROFILES[variant]
+    if profile is not None:
+        command.append(f"-P{profile}")
+    command.append("verify")
+    env = dict(os.environ)
+    env.setdefault("JAVA_HOME", str(tools.java.resolve().parent.parent))
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise JavaBuildError(
+            f"Maven did not finish the {variant.value} build within {timeout_s:.0f}s"
+        ) from e
+    seconds = time.monotonic() - started
+    output = strip_ansi(done.stdout + done.stderr)
+    target.mkdir(parents=True, exist_ok=True)
+    log = target.parent / "maven.log"
+    log.write_text(output, encoding="utf-8")
+    by_class = read_reports(reports)
+    if not by_class:
+        raise JavaBuildError(
+            f"Maven (exit {done.returncode}) ran no test for the {variant.value} variant: "
+            f"{' '.join(command)}\n{output_tail(output)}"
+        )
+    jar = target / f"kafka-clients-patched-4.3.1-{variant.value}.jar"
+    failed = sum(c.failed for c in by_class.values())
+    return PatchRun(
+        variant=variant,
+        by_class=MappingProxyType(by_class),
+        seconds=seconds,
+        succeeded=done.returncode == 0 and failed == 0,
+        log=log,
+        jar=jar,
+    )
+
+
+def _table(run: PatchRun) -> str:
+    lines = [f"{run.variant.value}: {run.seconds:.1f} s, log {run.log}"]
+    for name, c in sorted(run.by_class.items()):
+        short = name.rsplit(".", 1)[-1]
+        lines.append(f"  {short:<40} {c.tests:>5} run {c.failed:>3} failed {c.skipped:>3} skipped")
+    t = run.total
+    lines.append(f"  {'total':<40} {t.tests:>5} run {t.failed:>3} failed {t.skipped:>3} skipped")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: run the variants, print their counts (or JSON); exit 1 if any test failed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m connmgr.java.patch",
+        description="Build kafka-clients 4.3.1 with the project's patch and run Kafka's tests.",
+    )
+    parser.add_argument(
+        "--variant",
+        choices=[v.value for v in Variant] + ["all"],
+        default="all",
+        help="which client to test (default: all three, stock first)",
+    )
+    parser.add_argument(
+        "--tests", help="comma-separated surefire test patterns (default: the touched classes)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    args = parser.parse_args(argv)
+    variants = list(Variant) if args.variant == "all" else [Variant(args.variant)]
+    tests = args.tests.split(",") if args.tests else None
+    runs = [run_patch_tests(v, tests) for v in variants]
+    if args.json:
+        out = [
+            {
+                "variant": r.variant.value,
+                "seconds": round(r.seconds, 1),
+                "succeeded": r.succeeded,
+                "total": asdict(r.total),
+                "by_class": {k: asdict(v) for k, v in sorted(r.by_class.items())},
+            }
+            for r in runs
+        ]
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(_table(r) for r in runs))
+    return 0 if all(r.succeeded for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

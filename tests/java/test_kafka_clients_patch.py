@@ -1,0 +1,80 @@
+"""kafka-clients 4.3.1 with the project's patch passes Kafka's own tests and the project's.
+
+Builds ``benchmarks/kafka-clients-patch`` (:mod:`connmgr.java.patch`) with the new
+configurations at their defaults and again with every one defaulted on, and runs the fast
+test classes of the code the patch touches, from Kafka's 4.3.1 test jar, plus the project's
+own ``Connmgr*Test`` classes. The counts per Kafka class are those the unpatched release gives
+(measured, docs/kafka-clients-patch.md): the patch neither loses nor adds a Kafka test, and
+none fails. The slower classes (KafkaAdminClientTest, KafkaProducerTest, KafkaConsumerTest,
+RecordAccumulatorTest) run in ``python -m connmgr.java.patch``, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+import pytest
+from connmgr.java.patch import (
+    OWN_TEST_PATTERN,
+    PatchRun,
+    TestCounts,
+    Variant,
+    read_reports,
+    run_patch_tests,
+)
+
+STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "org.apache.kafka.clients.NetworkClientTest": 41,
+        "org.apache.kafka.clients.ClusterConnectionStatesTest": 15,
+        "org.apache.kafka.clients.MetadataTest": 29,
+        "org.apache.kafka.clients.producer.internals.SenderTest": 77,
+        "org.apache.kafka.clients.consumer.internals.ConsumerNetworkClientTest": 19,
+        "org.apache.kafka.clients.consumer.internals.NetworkClientDelegateTest": 14,
+        "org.apache.kafka.clients.consumer.internals.CoordinatorRequestManagerTest": 10,
+        "org.apache.kafka.clients.admin.internals.AdminMetadataManagerTest": 7,
+    }
+)
+"""Tests each Kafka class runs against the unpatched 4.3.1 (all pass there)."""
+
+OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 7,
+        "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
+    }
+)
+"""The project's own test classes and their test counts."""
+
+TESTS: Final = (*(name.rsplit(".", 1)[-1] for name in STOCK_COUNTS), OWN_TEST_PATTERN)
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("variant", [Variant.DEFAULTS, Variant.SWITCHES_ON], ids=lambda v: v.value)
+def test_patched_client_passes_kafkas_tests_and_ours(variant: Variant) -> None:
+    run: PatchRun = run_patch_tests(variant, TESTS)
+    print(f"\n{variant.value}: {run.total} in {run.seconds:.1f} s")
+    failing = {name: c for name, c in run.by_class.items() if c.failed}
+    assert not failing, f"failing classes: {failing}; Maven log: {run.log}"
+    assert {name: c.tests for name, c in run.by_class.items()} == {**STOCK_COUNTS, **OWN_COUNTS}
+    assert run.total.skipped == 0
+    assert run.succeeded
+    assert run.jar.is_file()
+
+
+def test_read_reports_counts_each_suite(tmp_path: Path) -> None:
+    (tmp_path / "TEST-a.B.xml").write_text(
+        '<?xml version="1.0"?><testsuite name="a.B" tests="5" failures="1" errors="2" '
+        'skipped="1"><testcase name="x"/></testsuite>',
+        encoding="utf-8",
+    )
+    (tmp_path / "TEST-a.C.xml").write_text(
+        '<testsuite name="a.C" tests="3" failures="0" errors="0" skipped="0"/>', encoding="utf-8"
+    )
+    (tmp_path / "a.B.txt").write_text("not a report", encoding="utf-8")
+    counts = read_reports(tmp_path)
+    assert counts == {"a.B": TestCounts(5, 1, 2, 1), "a.C": TestCounts(3, 0, 0, 0)}
+    assert counts["a.B"].failed == 3
+    assert (counts["a.B"] + counts["a.C"]).tests == 8
