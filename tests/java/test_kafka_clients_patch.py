@@ -18,6 +18,7 @@ from typing import Final
 
 import pytest
 from connmgr.java.patch import (
+    KNOWN_FLAKY,
     OWN_TEST_PATTERN,
     PatchRun,
     TestCounts,
@@ -58,6 +59,8 @@ def test_patched_client_passes_kafkas_tests_and_ours(variant: Variant) -> None:
     print(f"\n{variant.value}: {run.total} in {run.seconds:.1f} s")
     failing = {name: c for name, c in run.by_class.items() if c.failed}
     assert not failing, f"failing classes: {failing}; Maven log: {run.log}"
+    # A test that passed only when run again must be a flake Kafka knows of.
+    assert run.unexpected_flakes == (), f"flaky: {run.unexpected_flakes}; Maven log: {run.log}"
     assert {name: c.tests for name, c in run.by_class.items()} == {**STOCK_COUNTS, **OWN_COUNTS}
     assert run.total.skipped == 0
     assert run.succeeded
@@ -74,7 +77,32 @@ def test_read_reports_counts_each_suite(tmp_path: Path) -> None:
         '<testsuite name="a.C" tests="3" failures="0" errors="0" skipped="0"/>', encoding="utf-8"
     )
     (tmp_path / "a.B.txt").write_text("not a report", encoding="utf-8")
+    (tmp_path / "TEST-a.D.xml").write_text(
+        '<testsuite name="a.D" tests="2" failures="0" errors="0" skipped="0">'
+        '<testcase classname="a.D" name="once"><flakyFailure message="x"/></testcase>'
+        '<testcase classname="a.D" name="twice"><flakyError message="y"/></testcase>'
+        '<testcase classname="a.D" name="fine"/></testsuite>',
+        encoding="utf-8",
+    )
     counts = read_reports(tmp_path)
-    assert counts == {"a.B": TestCounts(5, 1, 2, 1), "a.C": TestCounts(3, 0, 0, 0)}
+    assert counts == {
+        "a.B": TestCounts(5, 1, 2, 1),
+        "a.C": TestCounts(3, 0, 0, 0),
+        "a.D": TestCounts(2, 0, 0, 0, ("a.D.once", "a.D.twice")),
+    }
     assert counts["a.B"].failed == 3
     assert (counts["a.B"] + counts["a.C"]).tests == 8
+    assert (counts["a.C"] + counts["a.D"]).flaky == ("a.D.once", "a.D.twice")
+
+
+def test_only_a_known_kafka_flake_is_accepted(tmp_path: Path) -> None:
+    known = next(iter(KNOWN_FLAKY))
+    cls = known.rsplit(".", 1)[0]
+
+    def run(*flaky: str) -> PatchRun:
+        counts = TestCounts(19, 0, 0, 0, flaky)
+        return PatchRun(Variant.SWITCHES_ON, {cls: counts}, 1.0, True, tmp_path, tmp_path)
+
+    assert run(known).unexpected_flakes == ()
+    other = f"{cls}.testDisconnectWakesUpPoll"
+    assert run(known, other).unexpected_flakes == (other,)

@@ -40,6 +40,7 @@ from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, stri
 
 __all__ = [
     "KAFKA_TEST_CLASSES",
+    "KNOWN_FLAKY",
     "OWN_TEST_PATTERN",
     "PatchRun",
     "TestCounts",
@@ -97,6 +98,8 @@ class TestCounts:
     failures: int
     errors: int
     skipped: int
+    flaky: tuple[str, ...] = ()
+    """Tests (``Class.method``) that failed once and passed when surefire ran them again."""
 
     @property
     def failed(self) -> int:
@@ -109,6 +112,7 @@ class TestCounts:
             self.failures + other.failures,
             self.errors + other.errors,
             self.skipped + other.skipped,
+            self.flaky + other.flaky,
         )
 
 
@@ -123,6 +127,11 @@ class PatchRun:
     succeeded: bool
     log: Path
     jar: Path
+
+    @property
+    def unexpected_flakes(self) -> tuple[str, ...]:
+        """Flakes of tests not in :data:`KNOWN_FLAKY` (the project's own tests never are)."""
+        return tuple(t for t in self.total.flaky if t not in KNOWN_FLAKY)
 
     @property
     def total(self) -> TestCounts:
@@ -145,16 +154,41 @@ def build_dir(variant: Variant) -> Path:
     return Path(base) / "connmgr" / "kafka-clients-patch" / variant.value / "target"
 
 
+KNOWN_FLAKY: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "org.apache.kafka.clients.consumer.internals.ConsumerNetworkClientTest"
+        ".testFutureCompletionOutsidePoll": (
+            "KAFKA-17554: three threads race on MockClient's wakeup (apache/kafka#17217, "
+            "#18138 disabled it for a while, #18298); uses MockClient only, none of the "
+            "patched code. Here one ConsumerNetworkClientTest test failed once, in a "
+            "switches-on run during a whole CI run (its report was overwritten before the "
+            "test was named), and none in 9 runs of the class since, 5 of them on a loaded "
+            "machine."
+        ),
+    }
+)
+"""Kafka tests known upstream to fail now and then whatever the code under test: a flake of
+one of these (failed, then passed on surefire's rerun) is accepted; any other flake is not."""
+
+
 def read_reports(reports: Path) -> dict[str, TestCounts]:
-    """Surefire's ``TEST-*.xml`` files in ``reports``: counts per test class."""
+    """Surefire's ``TEST-*.xml`` files in ``reports``: counts per test class, and the tests
+    that passed only on the rerun (``flakyFailure`` / ``flakyError``)."""
     counts: dict[str, TestCounts] = {}
     for path in sorted(reports.glob("TEST-*.xml")):
         suite = ET.parse(path).getroot()
-        counts[suite.get("name", path.stem[5:])] = TestCounts(
+        name = suite.get("name", path.stem[5:])
+        flaky = tuple(
+            f"{case.get('classname', name)}.{case.get('name')}"
+            for case in suite.iter("testcase")
+            if case.find("flakyFailure") is not None or case.find("flakyError") is not None
+        )
+        counts[name] = TestCounts(
             int(suite.get("tests", "0")),
             int(suite.get("failures", "0")),
             int(suite.get("errors", "0")),
             int(suite.get("skipped", "0")),
+            flaky,
         )
     return counts
 
@@ -238,7 +272,9 @@ def run_patch_tests(
         variant=variant,
         by_class=MappingProxyType(by_class),
         seconds=seconds,
-        succeeded=done.returncode == 0 and failed == 0,
+        succeeded=done.returncode == 0
+        and failed == 0
+        and all(t in KNOWN_FLAKY for c in by_class.values() for t in c.flaky),
         log=log,
         jar=jar,
     )
@@ -251,6 +287,11 @@ def _table(run: PatchRun) -> str:
         lines.append(f"  {short:<40} {c.tests:>5} run {c.failed:>3} failed {c.skipped:>3} skipped")
     t = run.total
     lines.append(f"  {'total':<40} {t.tests:>5} run {t.failed:>3} failed {t.skipped:>3} skipped")
+    lines += [
+        f"  flaky (passed on the rerun): {test}"
+        + ("" if test in KNOWN_FLAKY else " -- NOT a known Kafka flake")
+        for test in t.flaky
+    ]
     return "\n".join(lines)
 
 
