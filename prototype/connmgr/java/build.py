@@ -141,6 +141,39 @@ def default_probe_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "benchmarks" / "java-probe"
 
 
+def run_maven(
+    tools: JavaTools,
+    command: list[str],
+    *,
+    timeout_s: float,
+    doing: str,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a Maven ``command`` with the JDK of ``tools`` (``JAVA_HOME``, unless set: the JDK
+    the result runs on, not whatever Maven would pick), no stdin, output captured. A
+    non-zero exit is the caller's to judge; past ``timeout_s`` it raises
+    :class:`JavaBuildError` saying it did not finish ``doing``, with the output's tail."""
+    env = dict(os.environ)
+    env.setdefault("JAVA_HOME", str(tools.java.resolve().parent.parent))
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        raise JavaBuildError(
+            f"Maven did not finish {doing} within {timeout_s:.0f}s; "
+            f"last output:\n{output_tail(output)}"
+        ) from e
+
+
 def cache_dir(version: str | None = None) -> Path:
     """The per-user cache for probe builds (``$XDG_CACHE_HOME`` or ``~/.cache``, then
     ``connmgr/java-probe``), or one version's directory inside it. Not created here."""
@@ -295,26 +328,13 @@ def _run_maven(
         "dependency:build-classpath",
         f"-Dmdep.outputFile={cp_file}",
     ]
-    env = dict(os.environ)
-    # Compile with the JDK the probe will run on, not whatever Maven would pick by itself.
-    env.setdefault("JAVA_HOME", str(tools.java.resolve().parent.parent))
-    try:
-        result = subprocess.run(
-            command,
-            cwd=vdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        raise JavaBuildError(
-            f"Maven did not finish building the probe for kafka-clients {version} within "
-            f"{timeout_s:.0f}s; last output:\n{output_tail(output)}"
-        ) from e
+    result = run_maven(
+        tools,
+        command,
+        timeout_s=timeout_s,
+        doing=f"building the probe for kafka-clients {version}",
+        cwd=vdir,
+    )
     output = result.stdout + result.stderr
     (vdir / "build.log").write_text(strip_ansi(output), encoding="utf-8")
     if result.returncode != 0 or not cp_file.is_file():

@@ -25,7 +25,6 @@ import enum
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -35,7 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from connmgr.java.build import JavaTools, find_tools
+from connmgr.java.build import JavaTools, find_tools, run_maven
 from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
 
 __all__ = [
@@ -238,23 +237,8 @@ def run_patch_tests(
     if profile is not None:
         command.append(f"-P{profile}")
     command.append("verify")
-    env = dict(os.environ)
-    env.setdefault("JAVA_HOME", str(tools.java.resolve().parent.parent))
     started = time.monotonic()
-    try:
-        done = subprocess.run(
-            command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise JavaBuildError(
-            f"Maven did not finish the {variant.value} build within {timeout_s:.0f}s"
-        ) from e
+    done = run_maven(tools, command, timeout_s=timeout_s, doing=f"the {variant.value} build")
     seconds = time.monotonic() - started
     output = strip_ansi(done.stdout + done.stderr)
     target.mkdir(parents=True, exist_ok=True)
