@@ -11,12 +11,15 @@ RecordAccumulatorTest) run in ``python -m connmgr.java.patch``, not here.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
 import pytest
+from connmgr.java import patch
+from connmgr.java.build import JavaTools
 from connmgr.java.patch import (
     KNOWN_FLAKY,
     OWN_TEST_PATTERN,
@@ -78,21 +81,24 @@ def test_read_reports_counts_each_suite(tmp_path: Path) -> None:
     )
     (tmp_path / "a.B.txt").write_text("not a report", encoding="utf-8")
     (tmp_path / "TEST-a.D.xml").write_text(
-        '<testsuite name="a.D" tests="2" failures="0" errors="0" skipped="0">'
-        '<testcase classname="a.D" name="once"><flakyFailure message="x"/></testcase>'
-        '<testcase classname="a.D" name="twice"><flakyError message="y"/></testcase>'
+        '<testsuite name="a.D" tests="3" failures="1" errors="1" skipped="0">'
+        '<testcase classname="a.D" name="once"><failure message="x"/></testcase>'
+        '<testcase classname="a.D" name="twice"><error message="y"/></testcase>'
         '<testcase classname="a.D" name="fine"/></testsuite>',
         encoding="utf-8",
     )
     counts = read_reports(tmp_path)
-    assert counts == {
-        "a.B": TestCounts(5, 1, 2, 1),
-        "a.C": TestCounts(3, 0, 0, 0),
-        "a.D": TestCounts(2, 0, 0, 0, ("a.D.once", "a.D.twice")),
-    }
+    assert counts["a.B"] == TestCounts(5, 1, 2, 1)
+    assert counts["a.C"] == TestCounts(3, 0, 0, 0)
+    assert counts["a.D"] == TestCounts(3, 1, 1, 0, failing=("a.D.once", "a.D.twice"))
     assert counts["a.B"].failed == 3
     assert (counts["a.B"] + counts["a.C"]).tests == 8
-    assert (counts["a.C"] + counts["a.D"]).flaky == ("a.D.once", "a.D.twice")
+    # Passing when run again makes a failure a flake; the other failure stays.
+    once = counts["a.D"].passed_again(frozenset({"a.D.once"}))
+    assert once == TestCounts(3, 0, 1, 0, ("a.D.once",), ("a.D.twice",))
+    assert once.failed == 1
+    both = counts["a.D"].passed_again(frozenset({"a.D.once", "a.D.twice"}))
+    assert both.failed == 0 and both.flaky == ("a.D.once", "a.D.twice")
 
 
 def test_only_a_known_kafka_flake_is_accepted(tmp_path: Path) -> None:
@@ -106,3 +112,46 @@ def test_only_a_known_kafka_flake_is_accepted(tmp_path: Path) -> None:
     assert run(known).unexpected_flakes == ()
     other = f"{cls}.testDisconnectWakesUpPoll"
     assert run(known, other).unexpected_flakes == (other,)
+
+
+def _fake_verify(
+    monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, TestCounts]]
+) -> list[list[str]]:
+    """Replace the Maven step by ``runs`` in order; return the tests each call asked for."""
+    asked: list[list[str]] = []
+
+    def verify(*args: object) -> tuple[object, str, dict[str, TestCounts]]:
+        asked.append(list(args[4]))  # type: ignore[call-overload]
+        return subprocess.CompletedProcess([], 0), "", runs[len(asked) - 1]
+
+    monkeypatch.setattr(patch, "_verify", verify)
+    return asked
+
+
+def test_only_known_flakes_are_run_again_and_a_pass_makes_them_flakes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "pom.xml").write_text("<project/>", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tools = JavaTools(tmp_path / "java", tmp_path / "mvn", 17)
+    known = next(iter(KNOWN_FLAKY))
+    cls, method = known.rsplit(".", 1)
+    first = {cls: TestCounts(19, 1, 0, 0, failing=(known,)), "x.Own": TestCounts(7, 0, 0, 0)}
+
+    asked = _fake_verify(monkeypatch, [first, {cls: TestCounts(1, 0, 0, 0)}])
+    run = run_patch_tests(Variant.SWITCHES_ON, ("A",), module_dir=tmp_path, tools=tools)
+    assert asked == [["A"], [f"{cls.rsplit('.', 1)[-1]}#{method}"]]
+    assert run.succeeded and run.total.failed == 0 and run.total.tests == 26
+    assert run.total.flaky == (known,) and run.unexpected_flakes == ()
+
+    # Failing again is a failure.
+    asked = _fake_verify(monkeypatch, [first, {cls: TestCounts(1, 1, 0, 0, failing=(known,))}])
+    run = run_patch_tests(Variant.SWITCHES_ON, ("A",), module_dir=tmp_path, tools=tools)
+    assert len(asked) == 2 and not run.succeeded and run.total.failed == 1
+
+    # Another test failing beside it: nothing is run again.
+    other = f"{cls}.testDisconnectWakesUpPoll"
+    both = {cls: TestCounts(19, 2, 0, 0, failing=(known, other))}
+    asked = _fake_verify(monkeypatch, [both])
+    run = run_patch_tests(Variant.SWITCHES_ON, ("A",), module_dir=tmp_path, tools=tools)
+    assert len(asked) == 1 and not run.succeeded and run.total.failed == 2
