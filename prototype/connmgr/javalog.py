@@ -148,6 +148,8 @@ def render_events(
 #   ``Manually disconnected from N.`` (2.1.0) / ``Client requested disconnect from node N``
 #   (4.x), ``Client requested connection close from node N`` (4.x),
 #   ``Disconnecting from node N due to <why>.`` and the ApiVersions-error ``... Disconnecting.``;
+#   the project's patched 4.3.1 adds ``Closing connection to bootstrap node N: metadata has
+#   replaced the bootstrap cluster`` (INFO);
 # * a dial that failed synchronously (unresolvable host) is ``Error connecting to node <node>``;
 # * closing the client itself closes every connection *without* a line per connection.
 #
@@ -203,6 +205,15 @@ _EVENT_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         "",
         re.compile(
             _STAMP + r".*?\bDisconnecting from node (?P<id>[+-]?\d+) due to (?P<why>[^.]*)\."
+        ),
+    ),
+    (
+        "disconnect",
+        "bootstrap replaced",
+        # The project's patch (bootstrap.connection.close.enable), INFO.
+        re.compile(
+            _STAMP + r".*?\bClosing connection to bootstrap node (?P<id>[+-]?\d+): metadata has "
+            r"replaced the bootstrap cluster"
         ),
     ),
     (

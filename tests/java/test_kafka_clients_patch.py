@@ -19,7 +19,6 @@ from typing import Final
 
 import pytest
 from connmgr.java import patch
-from connmgr.java.build import JavaTools
 from connmgr.java.patch import (
     KNOWN_FLAKY,
     OWN_TEST_PATTERN,
@@ -29,6 +28,7 @@ from connmgr.java.patch import (
     read_reports,
     run_patch_tests,
 )
+from connmgr.java.tools import JavaTools
 
 STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
     {

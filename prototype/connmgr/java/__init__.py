@@ -18,11 +18,12 @@ own metrics and with the kernel's socket table (:mod:`connmgr.kernel`). Quick st
 """
 
 from connmgr.java.accounting import LogAccount, build_ledger, role_of
-from connmgr.java.build import JavaTools, ProbeBuild, build_probe, cache_dir, find_tools
+from connmgr.java.build import ProbeBuild, build_probe, cache_dir
 from connmgr.java.crosscheck import JavaAccountingMismatch, cross_check
 from connmgr.java.errors import JavaBuildError, JavaProbeError, JavaToolError
 from connmgr.java.probe import TransactionPlan, default_extra, kernel_sampler, run_probe
 from connmgr.java.results import JavaRun, PhaseReport
+from connmgr.java.tools import JavaTools, find_tools
 from connmgr.kernel import KernelSample, kernel_sockets
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""Building the Java client probe: finding ``java`` and ``mvn``, and a Maven build per
-kafka-clients version, cached by the fingerprint of everything it depends on.
+"""Building the Java client probe: a Maven build per kafka-clients version (the tools from
+:mod:`connmgr.java.tools`), cached by the fingerprint of everything it depends on.
 
 Nothing built or downloaded goes into the repository: Maven keeps artifacts in its local
 repository (``~/.m2``) and the build output goes to :func:`cache_dir` (``$XDG_CACHE_HOME`` or
@@ -8,105 +8,31 @@ repository (``~/.m2``) and the build output goes to :func:`cache_dir` (``$XDG_CA
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
 from connmgr.errors import ConnMgrError
+from connmgr.java import patch
 from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
 
 __all__ = [
-    "MIN_JAVA",
-    "JavaTools",
     "ProbeBuild",
     "build_probe",
     "cache_dir",
     "default_probe_dir",
-    "find_tools",
 ]
-
-MIN_JAVA: Final = 17
-"""The probe compiles with ``maven.compiler.release`` 17."""
 
 _VERSION_RE: Final = re.compile(r"^\d+\.\d+\.\d+(?:[.-][A-Za-z0-9.]+)?$")
 _FINGERPRINT_SCHEMA: Final = "java-probe-build-v1"
-_LOCK_POLL_S: Final = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class JavaTools:
-    """Where ``java`` and ``mvn`` are, and the JDK's feature version (17 for ``17.0.15``)."""
-
-    java: Path
-    mvn: Path
-    java_version: int
-
-
-_JAVA_HINT: Final = (
-    f"install a JDK {MIN_JAVA} or newer (Debian/Ubuntu: `apt-get install "
-    "openjdk-17-jdk-headless`) and put its bin/ on PATH or set JAVA_HOME"
-)
-_MVN_HINT: Final = (
-    "install Apache Maven 3.6 or newer (Debian/Ubuntu: `apt-get install maven`, or unpack "
-    "https://maven.apache.org/download.cgi) and put its bin/ on PATH or set MAVEN_HOME"
-)
-
-
-def _java_major(java: Path) -> int:
-    try:
-        out = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise JavaToolError(f"cannot run {java} -version ({e}); {_JAVA_HINT}") from e
-    # `java -version` prints to stderr: 'openjdk version "17.0.15" ...' or '"1.8.0_392"'.
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if m is None:
-        raise JavaToolError(
-            f"cannot tell the version of {java} from {(out.stderr or out.stdout)[:200]!r}; "
-            + _JAVA_HINT
-        )
-    major = int(m[1])
-    return int(m[2] or 0) if major == 1 else major  # 1.8 means 8
-
-
-def find_tools() -> JavaTools:
-    """Locate ``java`` (``$JAVA_HOME/bin/java``, else PATH) and ``mvn`` (PATH, else
-    ``$MAVEN_HOME``/``$M2_HOME``), and check that the JDK is at least version 17.
-
-    Raises :class:`JavaToolError` naming what is missing and how to install it.
-    """
-    java: str | None = None
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and os.access(Path(java_home, "bin", "java"), os.X_OK):
-        java = str(Path(java_home, "bin", "java"))
-    java = java or shutil.which("java")
-    mvn = shutil.which("mvn")
-    for home in (os.environ.get("MAVEN_HOME"), os.environ.get("M2_HOME")):
-        if mvn is None and home and os.access(Path(home, "bin", "mvn"), os.X_OK):
-            mvn = str(Path(home, "bin", "mvn"))
-    missing = []
-    if java is None:
-        missing.append(f"`java` was not found: {_JAVA_HINT}")
-    if mvn is None:
-        missing.append(f"`mvn` was not found: {_MVN_HINT}")
-    if java is None or mvn is None:
-        raise JavaToolError("the Java client probe needs a JDK and Maven; " + "; ".join(missing))
-    major = _java_major(Path(java))
-    if major < MIN_JAVA:
-        raise JavaToolError(f"{java} is Java {major}, the probe needs {MIN_JAVA}+: {_JAVA_HINT}")
-    return JavaTools(Path(java), Path(mvn), major)
 
 
 # -- build ------------------------------------------------------------------------------------
@@ -141,39 +67,6 @@ def default_probe_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "benchmarks" / "java-probe"
 
 
-def run_maven(
-    tools: JavaTools,
-    command: list[str],
-    *,
-    timeout_s: float,
-    doing: str,
-    cwd: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a Maven ``command`` with the JDK of ``tools`` (``JAVA_HOME``, unless set: the JDK
-    the result runs on, not whatever Maven would pick), no stdin, output captured. A
-    non-zero exit is the caller's to judge; past ``timeout_s`` it raises
-    :class:`JavaBuildError` saying it did not finish ``doing``, with the output's tail."""
-    env = dict(os.environ)
-    env.setdefault("JAVA_HOME", str(tools.java.resolve().parent.parent))
-    try:
-        return subprocess.run(
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        raise JavaBuildError(
-            f"Maven did not finish {doing} within {timeout_s:.0f}s; "
-            f"last output:\n{output_tail(output)}"
-        ) from e
-
-
 def cache_dir(version: str | None = None) -> Path:
     """The per-user cache for probe builds (``$XDG_CACHE_HOME`` or ``~/.cache``, then
     ``connmgr/java-probe``), or one version's directory inside it. Not created here."""
@@ -201,29 +94,6 @@ def _fingerprint(probe_dir: Path, version: str, tools: JavaTools) -> str:
         h.update(str(path.relative_to(probe_dir)).encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, timeout_s: float) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path``, so two processes never build one version at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise JavaBuildError(
-                        f"timed out after {timeout_s:.0f}s waiting for the build lock {path} "
-                        "(another process is building this version)"
-                    ) from None
-                time.sleep(_LOCK_POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _cached(stamp: Path, fingerprint: str) -> tuple[Path, ...] | None:
@@ -261,12 +131,18 @@ def build_probe(
     downloading into ``~/.m2`` whatever it lacks. An exclusive file lock per version makes
     concurrent callers (other processes included) wait for one build instead of racing.
 
+    ``4.3.1-patched`` (:data:`connmgr.java.patch.PATCHED_SUFFIX`) is the probe built for
+    4.3.1 with the released kafka-clients jar on its classpath replaced by the project's
+    patched one (:func:`connmgr.java.patch.build_patched_client`).
+
     Raises :class:`JavaToolError` if java/mvn are missing, :class:`JavaBuildError` with the
     tail of Maven's output if the build fails or exceeds ``timeout_s``.
     """
     started = time.monotonic()
     _check_version(version)
     tools = tools or find_tools()
+    if version.endswith(patch.PATCHED_SUFFIX):
+        return _patched_probe(version, probe_dir, tools, timeout_s, started)
     probe_dir = probe_dir or default_probe_dir()
     if not (probe_dir / "pom.xml").is_file():
         raise JavaToolError(
@@ -276,7 +152,7 @@ def build_probe(
     vdir = cache_dir(version)
     stamp = vdir / "build.json"
     fingerprint = _fingerprint(probe_dir, version, tools)
-    with _file_lock(vdir / ".lock", timeout_s):
+    with file_lock(vdir / ".lock", timeout_s):
         classpath = _cached(stamp, fingerprint)
         built = classpath is None
         if classpath is None:
@@ -302,6 +178,33 @@ def build_probe(
         java=tools.java,
         fingerprint=fingerprint,
         built=built,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _patched_probe(
+    version: str, probe_dir: Path | None, tools: JavaTools, timeout_s: float, started: float
+) -> ProbeBuild:
+    from connmgr.java import patch
+
+    base = version.removesuffix(patch.PATCHED_SUFFIX)
+    if base != patch.KAFKA_VERSION:
+        raise ConnMgrError(
+            f"kafka-clients {version!r}: the patch applies to {patch.KAFKA_VERSION} only "
+            f"(use {patch.KAFKA_VERSION}{patch.PATCHED_SUFFIX})"
+        )
+    stock = build_probe(base, probe_dir=probe_dir, tools=tools, timeout_s=timeout_s)
+    jar = patch.build_patched_client(tools=tools, timeout_s=timeout_s)
+    released = f"kafka-clients-{base}.jar"
+    if [p.name for p in stock.classpath].count(released) != 1:
+        raise JavaBuildError(f"the probe's classpath for {base} does not hold {released} once")
+    return ProbeBuild(
+        version=version,
+        classpath=tuple(jar if p.name == released else p for p in stock.classpath),
+        build_dir=stock.build_dir,
+        java=stock.java,
+        fingerprint=hashlib.sha256(f"{stock.fingerprint}\0{jar.name}".encode()).hexdigest(),
+        built=stock.built,
         seconds=time.monotonic() - started,
     )
 

@@ -64,11 +64,15 @@ def default_extra(version: str, client: Client) -> dict[str, str]:
     """Client settings every run of ``version`` needs: the consumer's
     ``group.protocol=classic`` where the setting exists (3.7+; KIP-848), so 4.x runs the same
     group protocol as 2.1.0 whatever its default. Older clients only warn about settings they
-    do not know, but are not given any."""
+    do not know, but are not given any. The patched client (``4.3.1-patched``) runs with
+    every configuration of the patch on (:data:`connmgr.java.patch.SWITCHES`)."""
+    from connmgr.java.patch import PATCHED_SUFFIX, SWITCHES
+
+    extra = dict(SWITCHES) if version.endswith(PATCHED_SUFFIX) else {}
     numbers = [int(x) for x in re.findall(r"\d+", version)[:2]]
     if client == "consumer" and tuple(numbers) >= (3, 7):
-        return {"group.protocol": "classic"}
-    return {}
+        extra["group.protocol"] = "classic"
+    return extra
 
 
 @dataclass(frozen=True, slots=True)

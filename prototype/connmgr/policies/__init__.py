@@ -8,12 +8,19 @@ from connmgr.core.rng import RandomSource
 from connmgr.errors import UnknownName
 from connmgr.policies.aiokafka_today import AiokafkaTodayPolicy
 from connmgr.policies.java_described import JavaDescribedPolicy
+from connmgr.policies.java_patched import JavaPatchedPolicy
 from connmgr.policies.java_today import JavaTodayPolicy
 from connmgr.policies.proposed import ProposedPolicy
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (JavaDescribedPolicy, JavaTodayPolicy, AiokafkaTodayPolicy, ProposedPolicy)
+    for cls in (
+        JavaDescribedPolicy,
+        JavaTodayPolicy,
+        JavaPatchedPolicy,
+        AiokafkaTodayPolicy,
+        ProposedPolicy,
+    )
 }
 BASELINES: tuple[str, ...] = ("java-described", "java-today", "aiokafka-today")
 
@@ -37,6 +44,7 @@ __all__ = [
     "POLICIES",
     "AiokafkaTodayPolicy",
     "JavaDescribedPolicy",
+    "JavaPatchedPolicy",
     "JavaTodayPolicy",
     "ProposedPolicy",
     "make_policy",

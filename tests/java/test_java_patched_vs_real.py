@@ -1,0 +1,84 @@
+"""java-patched against the real kafka-clients 4.3.1 with the project's patch, switches on.
+
+The patched client (``benchmarks/kafka-clients-patch``, run by the probe as
+``4.3.1-patched``) is accounted like every other Java client: its NetworkClient log, its own
+connection metrics and the kernel's view of its sockets must agree (``verify_kernel``). The
+model is java-today plus rule (b0) (:mod:`connmgr.policies.java_patched`); the picks the real
+client made at random or by timing are replayed as for java-today, everything else -- which
+connections, which of them the rule closes, when -- is the model's prediction.
+
+At 1,000 brokers (big-producer, big-consumer) and on the seed topologies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import pytest
+from connmgr.realrun import RealRun, run_real, sequence_differences
+from connmgr.sim.result import RunResult
+
+pytestmark = pytest.mark.java
+
+SCENARIOS = ["seed-consumer", "seed-producer", "big-producer", "big-consumer"]
+SETTINGS = {"records": "60", "settle_ms": "1500"}
+
+
+@functools.cache
+def _real(scenario: str, version: str, attempt: int = 0) -> RealRun:
+    return asyncio.run(run_real(scenario, "java", SETTINGS, kafka_clients=version))
+
+
+def _roles(counts: dict[str, dict[str, int]]) -> dict[str, tuple[int, int, int]]:
+    return {role: (c["opened"], c["closed"], c["open_at_end"]) for role, c in counts.items()}
+
+
+def _agrees(run: RealRun, model: RunResult) -> bool:
+    return (
+        sequence_differences(run.ledger.dials(), model) == []
+        and run.steady_summary["steady"] == model.steady
+        and _roles(run.steady_summary["by_role"]) == _roles(model.by_role)
+    )
+
+
+@pytest.mark.parametrize("attempt", range(2))
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_java_patched_predicts_the_patched_client(scenario: str, attempt: int) -> None:
+    run = _real(scenario, "4.3.1-patched", attempt)
+    model = run.simulate("java-patched", run.replay_settings())
+    print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
+    print("real summary", run.steady_summary, "model", model.steady, model.by_role)
+    assert run.client_config["bootstrap.connection.close.enable"] == "true"
+    assert sequence_differences(run.ledger.dials(), model) == []
+    assert run.steady_summary["steady"] == model.steady
+    assert _roles(run.steady_summary["by_role"]) == _roles(model.by_role)
+    # The rule acted: every bootstrap connection was closed by the client, none is left.
+    bootstrap = run.steady_summary["by_role"]["bootstrap"]
+    assert bootstrap["opened"] == bootstrap["closed"] >= 1 and bootstrap["open_at_end"] == 0
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_comparison_tells_the_patch_from_todays_client(scenario: str) -> None:
+    """Each model matches its own client only: java-today misses the patched client's closes,
+    java-patched predicts closes stock 4.3.1 never makes."""
+    patched, stock = _real(scenario, "4.3.1-patched"), _real(scenario, "4.3.1")
+    assert _agrees(stock, stock.simulate("java-today", stock.replay_settings()))
+    assert not _agrees(patched, patched.simulate("java-today", patched.replay_settings()))
+    assert not _agrees(stock, stock.simulate("java-patched", stock.replay_settings()))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_patch_keeps_fewer_sockets_and_loses_no_record(scenario: str) -> None:
+    """Patched against stock 4.3.1: the same dials, the bootstrap connections gone by the
+    steady count, every record through."""
+    patched, stock = _real(scenario, "4.3.1-patched"), _real(scenario, "4.3.1")
+    closed = patched.steady_summary["by_role"]["bootstrap"]["closed"]
+    assert stock.steady_summary["by_role"]["bootstrap"]["closed"] == 0
+    assert patched.steady_summary["opened"] == stock.steady_summary["opened"]
+    assert patched.steady_summary["steady"] == stock.steady_summary["steady"] - closed
+    for run in (patched, stock):
+        if run.spec.client.value == "producer":
+            assert run.records_acked == run.records_sent == 60
+        else:
+            assert run.records_consumed == 60
