@@ -252,7 +252,7 @@ FIGURES: dict[str, Callable[[Report], str]] = {
         r,
         "fleet",
         "policy sockets_mean sockets_p50 sockets_p99 sockets_max handshakes "
-        "handshakes_restart peak_per_s_restart calm_per_s peak_per_s",
+        "handshakes_restart peak_per_s_restart calm_per_s peak_per_s refused",
     ),
     "tls-cost": lambda r: _table(
         r,

@@ -220,6 +220,7 @@ VALUES: dict[str, Callable[[Report], str]] = {
             "handshakes",
             "peak_per_s_restart",
             "peak_per_s",
+            "refused",
         )
     },
     **{f"fleet.{key}": _fleet_setting(key) for key in ("clients", "brokers", "restarts")},
