@@ -119,7 +119,7 @@ def test_spark_computes_what_this_process_computes(
     view, calls = in_spark
     assert view.series == local.series
     assert view.per_second == local.per_second
-    assert len(view.series) == 3 * SMALL.brokers
+    assert len(view.series) == len(fl.FLEET_POLICIES) * SMALL.brokers
     assert calls and calls[-1][0] == calls[-1][1] > 0
     assert view.cpu_s > 0
 
@@ -219,13 +219,13 @@ def test_the_tables_summarise_the_view(local: FleetView) -> None:
         assert row["sockets_p50"] <= row["sockets_p99"] <= row["sockets_max"]
         total = sum(sum(s.sockets_avg) for s in mine) / SMALL.buckets
         assert row["fleet_sockets_mean"] == pytest.approx(total)
-    assert len(restarts.rows) == 3 * SMALL.restarts
+    assert len(restarts.rows) == len(fl.FLEET_POLICIES) * SMALL.restarts
     assert all(r["handshakes_on_return"] > 0 for r in restarts.records())
 
 
 def test_the_plot_draws_sockets_and_handshakes(local: FleetView, tmp_path: Path) -> None:
     buckets = fleet_buckets(local)
-    assert len(buckets) == 3 * SMALL.buckets
+    assert len(buckets) == len(fl.FLEET_POLICIES) * SMALL.buckets
     with figures_drawn() as drawn:
         path = fleet_over_time(
             buckets, local.per_second, restart_schedule(SMALL), tmp_path / "fleet.png"

@@ -27,13 +27,14 @@ _KNOWN_COLOURS = {
     PROPOSED: "tab:green",
     "java-described": "tab:purple",
     "java-today": "tab:brown",
+    "java-patched": "tab:olive",
     "aiokafka-today": "tab:blue",
     "aiokafka": "tab:cyan",
     "java-2.1.0": "tab:pink",
     "java-4.4.0": "tab:orange",
     "librdkafka": "goldenrod",
 }
-_OTHER_COLOURS = ("tab:olive", "tab:gray", "tab:red", "black")
+_OTHER_COLOURS = ("tab:gray", "tab:red", "black")
 _ROLE_COLOURS = {"bootstrap": "tab:gray", "data": "tab:blue", "coordination": "tab:orange"}
 
 
