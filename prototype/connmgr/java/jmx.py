@@ -184,6 +184,8 @@ class BrokerJmxPoller:
             code = process.wait()
         if self._reader is not None:
             self._reader.join(timeout_s)
+        if process.stdout is not None:
+            process.stdout.close()  # only once the reader has seen EOF, never under its feet
         self._process = None
         tail = output_tail(self._stderr_path.read_text(encoding="utf-8", errors="replace"))
         with self._lock:

@@ -11,6 +11,7 @@ the CLI exits non-zero); the later phases are then skipped.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Final
 
 from connmgr.bench.longrun.lives import ConnLife, connection_lives
 from connmgr.bench.longrun.plan import (
@@ -51,7 +53,8 @@ _MARGIN_S = 600.0
 """How long past its life a client may take to start and to close (JVM start-up on a loaded
 machine, a close that waits for a broker)."""
 _UP_TIMEOUT_S = 300.0
-"""How long the phases wait for every client to hold a socket before they start anyway."""
+"""How long the phases wait for every client to be past its bootstrap before they start
+anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +187,8 @@ def _run(
     say(f"{len(threads)} clients launched for {settings.minutes:g} min")
     events: list[PhaseEvent] = []
     problems: list[str] = []
-    move = _phases(cluster, settings, origin, events, sampler, len(specs), problems, say)
+    logged = [logs / f"{spec.variant.slug}-{spec.name}.log" for spec in specs]
+    move = _phases(cluster, settings, origin, events, sampler, logged, problems, say)
     for thread in threads:
         thread.join(max(1.0, origin + settings.life_s + _MARGIN_S - time.time()))
     sasl_after = dict(cluster.access("SASL_SSL").endpoints)
@@ -268,14 +272,14 @@ def _phases(
     origin: float,
     events: list[PhaseEvent],
     sampler: KernelSampler,
-    clients: int,
+    logged: list[Path],
     problems: list[str],
     say: Callable[[str], None],
 ) -> BrokerMove | None:
-    """Once every client holds a socket (the clients' lives have begun: JVMs take a while
-    to start side by side), the rolling restart, then the move, each at its time from then
-    (the move no earlier than the restart's end); returns the move, None if it did not
-    happen."""
+    """Once every client is past its bootstrap (its log, in ``logged``, shows a broker's
+    connection ready: JVMs take a while to start side by side), the rolling restart, then
+    the move, each at its time from then (the move no earlier than the restart's end);
+    returns the move, None if it did not happen."""
 
     def now() -> float:
         return time.time() - origin
@@ -285,9 +289,11 @@ def _phases(
         say(f"t={now():7.1f}s {what}{f' broker {broker}' if broker else ''} {detail}".rstrip())
 
     deadline = time.monotonic() + _UP_TIMEOUT_S
-    while len(sampler.connected()) < clients and time.monotonic() < deadline:
-        time.sleep(0.2)
-    note("clients-up", None, f"{len(sampler.connected())} of {clients} clients hold a socket")
+    up: set[Path] = set()
+    while len(up) < len(logged) and time.monotonic() < deadline:
+        up |= {log for log in logged if log not in up and _past_bootstrap(log)}
+        time.sleep(0.25)
+    note("clients-up", None, f"{len(up)} of {len(logged)} clients past their bootstrap")
     schedule = settings.schedule(offset_s=now())
     try:
         time.sleep(max(0.0, schedule.restart_s - now()))
@@ -311,6 +317,18 @@ def _phases(
         note("phase-failed", None, f"{type(exc).__name__}: {exc}")
         problems.append(f"phase failed: {traceback.format_exception_only(exc)[-1].strip()}")
         return None
+
+
+_BROKER_READY: Final = re.compile(r"Initiating API versions fetch from node \d+\.")
+"""A connection to a broker (not a bootstrap entry: those have negative ids) is ready."""
+
+
+def _past_bootstrap(log: Path) -> bool:
+    """Whether the client writing ``log`` has a broker connection ready (the log so far)."""
+    try:
+        return _BROKER_READY.search(log.read_text(encoding="utf-8", errors="replace")) is not None
+    except OSError:
+        return False  # not written yet
 
 
 def _read_back(

@@ -48,7 +48,6 @@ class KernelSampler:
         self._lock = threading.Lock()
         self._addresses = dict(addresses)
         self._watched: dict[int, tuple[str, str]] = {}
-        self._connected: set[tuple[str, str]] = set()
         self._rows: list[SocketRow] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="longrun-kernel", daemon=True)
@@ -65,11 +64,6 @@ class KernelSampler:
     def add_addresses(self, addresses: Mapping[Address, int]) -> None:
         with self._lock:
             self._addresses.update(addresses)
-
-    def connected(self) -> set[tuple[str, str]]:
-        """(variant, client) of every client seen holding a socket so far."""
-        with self._lock:
-            return set(self._connected)
 
     def addresses(self) -> dict[Address, int]:
         """(host, port) -> broker of every address watched so far."""
@@ -102,7 +96,6 @@ class KernelSampler:
             rows += [SocketRow(t_s, variant, client, b, 0, 0) for b in brokers if b not in seen]
         with self._lock:
             self._rows += rows
-            self._connected.update((r.variant, r.client) for r in rows if r.sockets)
         return rows
 
     def _loop(self) -> None:
