@@ -119,7 +119,7 @@ def test_client_figures_count_by_role_window_and_instant() -> None:
         lives,
         until_s=20.0,
         windows=[Window("early", 0.0, 4.0), Window("late", 8.5, 10.0)],
-        bootstrap_at_s=3.5,
+        bootstrap_at_s=4.1,  # -1 (bootstrap) and broker 1 open
         move_begin_s=8.5,
     )
     assert (figs.dials, figs.tcp, figs.handshakes, figs.peak) == (5, 5, 3, 2)
@@ -137,6 +137,8 @@ def test_client_figures_count_by_role_window_and_instant() -> None:
         "late": {"dials": 1, "tcp": 1, "handshakes": 0},
     }
     assert figs.bootstrap_open == 1
+    assert figs.unready == {"bootstrap: bootstrap replaced": 1, "data: disconnected": 1}
+    assert figs.bootstrap_gone_s == 4.3
     assert figs.ports_dialled_after_move == {9001: 1}
 
 
@@ -277,6 +279,7 @@ def test_the_report_is_written_from_a_result(tmp_path: Path) -> None:
     assert "| TLS+SASL handshakes | 3 |" in page
     assert "| bootstrap sockets open just before the restart | 1 |" in page
     assert "| longrun-patched | 1 | 1 | 1 | 0 | 0 | 0 |" in page
+    assert "| bootstrap: bootstrap replaced | 1 |" in page
     assert "## Problems" in page and "boom" in page
     with open(tmp_path / "sockets.csv") as f:
         assert [r["sockets"] for r in csv.DictReader(f)] == ["1", "2"]

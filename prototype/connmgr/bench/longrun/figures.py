@@ -3,6 +3,7 @@ phase windows, each client's figures, each variant's totals, each broker's view.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
@@ -51,6 +52,12 @@ class VariantFigures:
     kernel_socket_seconds: float
     broker_peaks: dict[int, int]
     dials_after_move: dict[str, int]
+    bootstrap_gone_s: float | None
+    """When the variant's last bootstrap socket closed (None: one lived to its client's
+    close)."""
+    unready: dict[str, int]
+    """Connections TCP-connected but never ready, by ``role: reason`` (see
+    :attr:`ClientFigures.unready`)."""
     """``old`` / ``new``: dials of the moved broker's old and new SASL_SSL port from the
     move's start on."""
 
@@ -154,6 +161,12 @@ def figures(result: LongRunResult) -> RunFigures:
                 steady=sum(c.run.sample.count for c in outcomes if c.run is not None),
                 kernel_socket_seconds=kernel_socket_seconds(total),
                 broker_peaks={b: peak(s) for b, s in broker_series(result.sockets, v.slug).items()},
+                bootstrap_gone_s=(
+                    None
+                    if any(c.bootstrap_gone_s is None for c in mine)
+                    else max((c.bootstrap_gone_s or 0.0 for c in mine), default=0.0)
+                ),
+                unready=dict(sorted(sum((Counter(c.unready) for c in mine), Counter()).items())),
                 dials_after_move={
                     "old": sum(c.ports_dialled_after_move.get(old_port or -1, 0) for c in mine),
                     "new": sum(c.ports_dialled_after_move.get(new_port or -1, 0) for c in mine),

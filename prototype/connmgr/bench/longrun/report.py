@@ -196,6 +196,16 @@ def _page(result: LongRunResult, figs: RunFigures) -> list[str]:
         f"The restart window runs from its first broker's stop to {BURST_TAIL_S:g} s after the "
         "last broker's leaders were restored; the quiet window is as long, just before it.",
         "",
+        "### Connections closed before their handshake",
+        "",
+        "TCP connects that never became a handshake, by role and the reason the client's log "
+        "gives for the close (`bootstrap replaced`: the patch; `socket connection setup "
+        "timeout`: TLS and SASL not done within `socket.connection.setup.timeout.ms`, 10 s, "
+        "which a loaded machine's cold JVMs can miss; `disconnected`: the other side closed, "
+        "e.g. a stopped broker's forwarder).",
+        "",
+        *_table(("role: reason", *names), _unready_rows(figs)),
+        "",
         "### Records",
         "",
         "Every topic read back at the end by a fresh reader (read_committed for the "
@@ -280,6 +290,10 @@ def _variant_rows(figs: RunFigures) -> list[tuple[object, ...]]:
         *((f"  of them {r}", *(x.by_role[r].get("socket_seconds", 0.0) for x in v)) for r in ROLES),
         ("socket-seconds (kernel, sampled)", *(x.kernel_socket_seconds for x in v)),
         ("bootstrap sockets open just before the restart", *(x.bootstrap_open for x in v)),
+        (
+            "last bootstrap socket closed (s)",
+            *("at client close" if x.bootstrap_gone_s is None else x.bootstrap_gone_s for x in v),
+        ),
     ]
     for w in figs.windows:
         rows.append(
@@ -304,6 +318,13 @@ def _variant_rows(figs: RunFigures) -> list[tuple[object, ...]]:
         for b in brokers
     ]
     return rows
+
+
+def _unready_rows(figs: RunFigures) -> list[tuple[object, ...]]:
+    keys = sorted({k for x in figs.variants for k in x.unready})
+    return [(k, *(x.unready.get(k, 0) for x in figs.variants)) for k in keys] or [
+        ("none", *(0 for _ in figs.variants))
+    ]
 
 
 def _client_rows(result: LongRunResult, figs: RunFigures) -> list[tuple[object, ...]]:
@@ -353,10 +374,11 @@ def _caveats(result: LongRunResult) -> list[str]:
         "apart, so per-variant figures come from the clients' side); every record read back.",
         "- A *handshake* is a connection whose TLS and SASL exchanges completed (the client "
         "began fetching its API versions on it); a *TCP connect* is one whose TCP connect "
-        "completed. They differ here because the clients reach the brokers through delay "
-        "forwarders, which accept a connection at once and only then dial the broker: a dial "
-        "of a stopped broker completes a TCP connect to its forwarder and is closed, where a "
-        "real network would refuse it. TCP connects overstate real ones during the restart; "
+        "completed. A connection closed in between is a TCP connect and no handshake (see "
+        "the table of them above). The clients reach the brokers through delay forwarders, "
+        "which accept a connection at once and only then dial the broker: a dial of a stopped "
+        "broker completes a TCP connect to its forwarder and is closed, where a real network "
+        "would refuse it, so TCP connects overstate real ones while a broker is down; "
         "handshakes do not.",
         "- Not measured: CPU and memory of clients or brokers, latency and throughput (the "
         "rates are low and fixed), the network between machines (everything is on loopback, "

@@ -14,7 +14,7 @@ Three sources, kept apart because they see different things:
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -75,6 +75,12 @@ class ClientFigures:
     windows: dict[str, dict[str, int]]
     bootstrap_open: int
     ports_dialled_after_move: dict[int, int]
+    bootstrap_gone_s: float | None
+    """When its last bootstrap socket closed (seconds on the run's clock); None if one was
+    still open when the client closed."""
+    unready: dict[str, int]
+    """``role: reason`` -> connections whose TCP connect completed but whose handshake never
+    did (closed first: by the patch, a setup timeout, a broker going away)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +94,8 @@ class ClientFigures:
             "by_role": {r: {k: round(v, 3) for k, v in d.items()} for r, d in self.by_role.items()},
             "windows": self.windows,
             "bootstrap_open_before_restart": self.bootstrap_open,
+            "bootstrap_gone_s": self.bootstrap_gone_s,
+            "unready": self.unready,
             "ports_dialled_after_move": {
                 str(p): n for p, n in self.ports_dialled_after_move.items()
             },
@@ -105,6 +113,13 @@ def _peak(lives: Sequence[ConnLife]) -> int:
         held += step
         best = max(best, held)
     return best
+
+
+def _bootstrap_gone(lives: Sequence[ConnLife]) -> float | None:
+    boot = [c for c in lives if c.role is Role.BOOTSTRAP]
+    if any(c.ended_s is None or c.reason == "client close" for c in boot):
+        return None
+    return max((c.ended_s for c in boot if c.ended_s is not None), default=0.0)
 
 
 def client_figures(
@@ -155,6 +170,16 @@ def client_figures(
         windows=counted,
         bootstrap_open=open_at(lives, bootstrap_at_s, Role.BOOTSTRAP),
         ports_dialled_after_move=dict(sorted(ports.items())),
+        bootstrap_gone_s=_bootstrap_gone(lives),
+        unready=dict(
+            sorted(
+                Counter(
+                    f"{c.role.value}: {c.reason or 'open'}"
+                    for c in lives
+                    if c.connected_s is not None and c.ready_s is None
+                ).items()
+            )
+        ),
     )
 
 
