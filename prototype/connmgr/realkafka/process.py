@@ -93,14 +93,17 @@ class Node:
         return "\n".join(parts) or "  (no output or log)"
 
     def bind_failure(self) -> str | None:
-        """``host:port`` the node's log says it failed to bind, or None (read after exit)."""
+        """``host:port`` the node's log says it failed to bind, or None (read after exit).
+        The output accumulates over restarts: the last failure in each file is the one."""
         text = ""
+        found: list[tuple[str, str]] = []
         for path in (self.stdout_file, self.log_file):
             with contextlib.suppress(OSError):
-                text += path.read_text(encoding="utf-8", errors="replace")
-        match = re.search(r"failed to bind to (\S+?):(\d+)", text)
-        if match:
-            return f"{match[1]}:{match[2]}"
+                part = path.read_text(encoding="utf-8", errors="replace")
+                text += part
+                found += re.findall(r"failed to bind to (\S+?):(\d+)", part)[-1:]
+        if found:
+            return f"{found[-1][0]}:{found[-1][1]}"
         if "Address already in use" in text or "BindException" in text:
             return f"{HOST}:{self.port} or {HOST}:{self.controller_port}"
         return None
