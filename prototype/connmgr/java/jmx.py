@@ -17,7 +17,6 @@ import contextlib
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,12 +209,3 @@ class BrokerJmxPoller:
             return
         with contextlib.suppress(JavaProbeError):
             self.stop()
-
-
-def wait_for_readings(poller: BrokerJmxPoller, count: int, timeout_s: float) -> list[BrokerReading]:
-    """Wait until ``poller`` holds at least ``count`` readings (or ``timeout_s`` passed);
-    the readings so far."""
-    deadline = time.monotonic() + timeout_s
-    while len(found := poller.readings()) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
