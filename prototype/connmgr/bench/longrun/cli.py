@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
             "admin client and a transactional producer. A rolling restart of every broker at "
             "1/3 of the life, one broker moved to new ports at 2/3. Samples every client "
             "JVM's sockets (kernel) and every broker's connection count (JMX); writes "
-            "index.md, CSV time series, summary.json and plots. Takes --minutes plus about "
+            "index.md, CSV time series, summary.json and plots. Takes --minutes plus one to "
             "two minutes; needs Java 17+ and Maven."
         ),
     )
