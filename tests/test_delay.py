@@ -102,3 +102,26 @@ def test_a_client_closing_closes_the_relay_and_close_leaves_nothing(echo_port: i
 def test_a_negative_rtt_is_refused() -> None:
     with pytest.raises(ValueError, match="rtt_ms"):
         DelayNetwork(-1.0)
+
+
+def test_unforward_refuses_new_dials_and_closes_the_relayed_ones(echo_port: int) -> None:
+    with DelayNetwork() as network:
+        gone = network.forward("127.0.0.1", echo_port)
+        kept = network.forward("127.0.0.1", echo_port)
+        relayed = socket.create_connection(("127.0.0.1", gone))
+        relayed.sendall(b"ping")
+        assert _recv_exactly(relayed, 4) == b"ping"
+        network.unforward(gone)
+        # The relayed connection is closed: EOF, not an echo.
+        relayed.settimeout(5)
+        assert relayed.recv(4) == b""
+        relayed.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", gone), timeout=5)
+        # The other forwarder is untouched.
+        with socket.create_connection(("127.0.0.1", kept)) as sock:
+            sock.sendall(b"pong")
+            assert _recv_exactly(sock, 4) == b"pong"
+        assert network.open_relays <= 1
+        with pytest.raises(KeyError):
+            network.unforward(gone)

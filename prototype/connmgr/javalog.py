@@ -257,6 +257,10 @@ class LoggedConnectionEvent:
 def parse_connection_event(line: str) -> LoggedConnectionEvent | None:
     """The connection event ``line`` records, or None if it records none (see the notes above
     :class:`LoggedConnectionEvent` for the wordings understood)."""
+    # Every wording above holds one of these two: a line with neither (a DEBUG request line,
+    # most of a long run's log) is skipped without trying a dozen patterns on it.
+    if "onnect" not in line and "ApiVersionsRequest" not in line:
+        return None
     for kind, reason, pattern in _EVENT_PATTERNS:
         m = pattern.search(line)
         if m is None:

@@ -3,7 +3,8 @@
 The probe (``benchmarks/java-probe``: a Maven module and ``connmgr.probe.Probe``, built by
 :mod:`connmgr.java.build`) runs the real ``org.apache.kafka:kafka-clients`` of a chosen version
 through one scenario -- producer: send records round-robin over partitions with ``acks=all``;
-consumer: join a group, read them, commit -- with ``org.apache.kafka.clients.NetworkClient``
+consumer: join a group, read them, commit; admin client: describe the cluster, list topics --
+with ``org.apache.kafka.clients.NetworkClient``
 logging to a file. It then reports ``{"phase": "steady", ...}`` on stdout and waits, so the
 caller can look at the JVM's sockets (:func:`kernel_sampler`), before closing the client and
 reporting ``{"phase": "closed", ...}``. The run's log is then replayed
@@ -87,6 +88,9 @@ class TransactionPlan:
     interval_ms: int = 0
     offsets_group: str | None = None
     offsets_topic: str | None = None
+    live: bool = False
+    """With ``life_every_ms``: after the planned transactions, one more transaction of one
+    record every ``life_every_ms`` through the settle (a transactional producer's life)."""
 
     def probe_args(self) -> list[str]:
         args = [
@@ -101,6 +105,8 @@ class TransactionPlan:
             if self.offsets_topic is None:
                 raise ConnMgrError("a transaction plan with offsets_group needs offsets_topic")
             args += ["--offsets-group", self.offsets_group, "--offsets-topic", self.offsets_topic]
+        if self.live:
+            args += ["--txn-life", "true"]
         return args
 
 
@@ -154,6 +160,8 @@ def run_probe(
     timeout_s: float = 120.0,
     verify: bool = False,
     transaction: TransactionPlan | None = None,
+    allow_send_errors: bool = False,
+    on_start: Callable[[int], None] | None = None,
 ) -> JavaRun[T]:
     """Run the probe once and account for its connections.
 
@@ -163,10 +171,15 @@ def run_probe(
     records and commits), waits for its steady line (after ``settle_ms``; with
     ``life_every_ms`` the client keeps working through the settle -- a non-transactional
     producer sends one more record, a consumer commits, every ``life_every_ms`` -- and the
-    producer flushes before its steady line, so every record sent is acknowledged), calls
+    producer flushes before its steady line, so every record sent is acknowledged; an admin
+    client asks describeCluster and listTopics every ``life_every_ms``), calls
     ``sample(pid)`` -- the caller's look at the JVM, e.g. :func:`kernel_sampler` -- then lets
     the probe close the client and waits for it to exit. With ``transaction`` the producer is
-    transactional (see :class:`TransactionPlan`). ``extra`` settings are passed to the
+    transactional (see :class:`TransactionPlan`). With ``allow_send_errors`` a living
+    producer that could not deliver a record (or commit a transaction) goes on and names it
+    in its steady line (``failed_records``, ``aborted_records`` in ``steady.raw``) instead of
+    failing the run. ``on_start(pid)`` is called as soon as the JVM is started (to watch it
+    while it lives, e.g. sample its sockets). ``extra`` settings are passed to the
     client as they are (see :func:`default_extra`). The log goes to ``log_path`` (default: a
     new temporary directory), at ``log_level`` for NetworkClient and WARN for everything else.
 
@@ -176,8 +189,8 @@ def run_probe(
     :func:`cross_check` finds any problem. Exceptions from ``sample`` propagate after the JVM
     has been released and has exited.
     """
-    if client not in ("producer", "consumer"):
-        raise ConnMgrError(f"client must be 'producer' or 'consumer', got {client!r}")
+    if client not in ("producer", "consumer", "admin"):
+        raise ConnMgrError(f"client must be 'producer', 'consumer' or 'admin', got {client!r}")
     if client == "consumer" and not group:
         raise ConnMgrError("a consumer run needs a group")
     if transaction is not None and client != "producer":
@@ -220,6 +233,8 @@ def run_probe(
         args += ["--group", group]
     if transaction is not None:
         args += transaction.probe_args()
+    if allow_send_errors:
+        args += ["--allow-send-errors", "true"]
     for key, value in (extra or {}).items():
         args += ["--extra", f"{key}={value}"]
 
@@ -238,6 +253,8 @@ def run_probe(
         assert proc.stdout is not None and proc.stdin is not None  # both are PIPEs
         lines = _Lines(proc.stdout)
         try:
+            if on_start is not None:
+                on_start(proc.pid)
             return _drive(
                 proc,
                 lines,

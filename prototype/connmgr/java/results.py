@@ -25,7 +25,7 @@ from connmgr.ledger import ConnectionLedger
 __all__ = ["METRIC_NAMES", "Client", "JavaRun", "PhaseReport"]
 
 T = TypeVar("T")
-Client = Literal["producer", "consumer"]
+Client = Literal["producer", "consumer", "admin"]
 
 METRIC_NAMES: Final = ("connection-creation-total", "connection-close-total", "connection-count")
 

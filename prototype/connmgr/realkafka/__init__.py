@@ -38,6 +38,8 @@ The rooms, each importing only those above it:
   user-space RTT forwarders, and what a client needs (``docs/tls.md``);
 * :mod:`~connmgr.realkafka.protocol` -- one-question connections, ElectLeaders by hand;
 * :mod:`~connmgr.realkafka.topics`, :mod:`~connmgr.realkafka.coordinators` -- administration;
+* :mod:`~connmgr.realkafka.restart`, :mod:`~connmgr.realkafka.move` -- restarting brokers,
+  and moving one to new client ports (:meth:`KafkaCluster.move_broker`);
 * :mod:`~connmgr.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
 * :mod:`~connmgr.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
 * :mod:`~connmgr.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI).
@@ -51,6 +53,7 @@ from connmgr.realkafka.classpath import (
 )
 from connmgr.realkafka.cluster import KafkaCluster
 from connmgr.realkafka.errors import MissingTool, RealKafkaError
+from connmgr.realkafka.move import BrokerMove
 from connmgr.realkafka.placement import (
     TRANSACTION_STATE_TOPIC,
     CoordinatorKind,
@@ -61,6 +64,7 @@ from connmgr.realkafka.placement import (
 __all__ = [
     "KAFKA_VERSION",
     "TRANSACTION_STATE_TOPIC",
+    "BrokerMove",
     "CoordinatorKind",
     "KafkaCluster",
     "MissingTool",

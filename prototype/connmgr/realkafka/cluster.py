@@ -5,7 +5,7 @@ It composes the package's rooms: the broker's classpath (:mod:`~connmgr.realkafk
 the node processes (:mod:`~connmgr.realkafka.process`), the wire
 (:mod:`~connmgr.realkafka.protocol`), and, mixed in, the administration of topics
 (:mod:`~connmgr.realkafka.topics`), coordinators (:mod:`~connmgr.realkafka.coordinators`) and
-broker restarts (:mod:`~connmgr.realkafka.restart`).
+broker restarts and moves (:mod:`~connmgr.realkafka.restart`, :mod:`~connmgr.realkafka.move`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from aiokafka.protocol.coordination import FindCoordinatorRequest
 from connmgr.realkafka.classpath import KAFKA_VERSION, require_java, resolve_broker_classpath
 from connmgr.realkafka.coordinators import CoordinatorAdmin
 from connmgr.realkafka.errors import PortTaken, RealKafkaError
+from connmgr.realkafka.move import Address, BrokerMoves
 from connmgr.realkafka.placement import OFFSETS_TOPIC
 from connmgr.realkafka.process import (
     HOST,
@@ -51,13 +52,12 @@ from connmgr.realkafka.protocol import (
     partition_leaders,
     run_sync,
 )
-from connmgr.realkafka.restart import BrokerRestarts
-from connmgr.realkafka.security import ListenerAccess, Protocol, SecureTier
+from connmgr.realkafka.security import PROTOCOLS, ListenerAccess, Protocol, SecureTier
 
 __all__ = ["KafkaCluster"]
 
 
-class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
+class KafkaCluster(BrokerMoves, CoordinatorAdmin):
     """``brokers`` real Kafka nodes (combined broker+controller, KRaft) on 127.0.0.1.
 
     Node ids are ``1..brokers``; each node has a client listener (``PLAINTEXT``, advertised as
@@ -77,12 +77,15 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
             listener, advertised at delay forwarders (:mod:`~connmgr.realkafka.security`):
             :meth:`access` says how to reach each, :meth:`set_rtt` sets their round-trip time.
             Off by default; the PLAINTEXT listener and its ports are the same either way.
+        jmx: give every node's JVM a remote JMX port on 127.0.0.1, without authentication
+            or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr.java.jmx`). Off by default.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and
     :meth:`stop`. Thread-safe: start, stop and broker restarts serialise on a lock; the query
     helpers open their own connections. A running cluster can restart its brokers one at a
     time (:meth:`stop_broker`, then :meth:`start_broker`) and give the partitions back to
-    their preferred leaders (:meth:`restore_preferred_leaders`).
+    their preferred leaders (:meth:`restore_preferred_leaders`), or move one to new client
+    ports (:meth:`move_broker`).
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
         jvm_options: Sequence[str] = (),
         keep_workdir: bool = False,
         security: bool = False,
+        jmx: bool = False,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise RealKafkaError(f"brokers must be an int in 1..9, got {brokers!r}")
@@ -109,6 +113,7 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
         self._extra_properties = dict(properties or {})
         self._jvm_options = list(jvm_options)
         self._security = security
+        self._jmx = jmx
         self._secure: SecureTier | None = None
         self._lock = threading.RLock()
         self._nodes: list[Node] = []
@@ -233,6 +238,10 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
             self._resources.closers.append(secure.close)
             self._secure = secure
             format_args = secure.format_args()
+        if self._jmx:
+            # Drawn last, so the other ports are drawn exactly as without JMX.
+            for node, port in zip(self._nodes, reserve_ports(self._broker_count), strict=True):
+                node.jmx_port = port
         self.cluster_id = random_cluster_id()
         # Owner first (no nodes yet), so even a crash during start leaves a reapable directory.
         write_owner(workdir, self._nodes)
@@ -273,6 +282,20 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
             processes.remove(previous)
         processes.append(node.process)
         write_owner(self._resources.workdir, self._nodes)
+
+    def _relocate(self, node: Node) -> None:
+        """New client ports for ``node`` (stopped): PLAINTEXT, and SSL and SASL_SSL with
+        their forwarders on a secure cluster; its properties rewritten for them."""
+        if self._secure is None:
+            (node.port,) = reserve_ports(1)
+        else:
+            node.port, ssl_port, sasl_port = reserve_ports(3)
+            self._secure.relocate(node, ssl_port, sasl_port)
+        node.properties_file.write_text(self._server_properties(node), encoding="utf-8")
+
+    def _advertised(self, broker_id: int) -> dict[str, Address]:
+        protocols: tuple[Protocol, ...] = ("PLAINTEXT",) if self._secure is None else PROTOCOLS
+        return {p: dict(self.access(p).endpoints)[broker_id] for p in protocols}
 
     def _server_properties(self, node: Node) -> str:
         secure = {} if self._secure is None else self._secure.properties(node)
@@ -411,6 +434,14 @@ class KafkaCluster(BrokerRestarts, CoordinatorAdmin):
         if protocol == "PLAINTEXT":
             return ListenerAccess("PLAINTEXT", tuple(sorted(self.endpoints().items())))
         return self._require_secure().access(protocol)
+
+    def jmx_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Broker id -> its JVM's remote JMX address (``jmx=True`` only). The port stays the
+        same through a restart and a :meth:`move_broker`."""
+        nodes = self._require_started()
+        if not self._jmx:
+            raise RealKafkaError(f"{self!r} has no JMX ports: create it with jmx=True")
+        return {n.node_id: (HOST, n.jmx_port) for n in nodes if n.jmx_port is not None}
 
     @property
     def secure(self) -> SecureTier:

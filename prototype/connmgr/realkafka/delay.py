@@ -38,7 +38,8 @@ _EOF: Final = b""
 class DelayNetwork:
     """TCP forwarders on ``host`` adding ``rtt_ms`` of round trip (``rtt_ms / 2`` each way).
 
-    :meth:`forward` opens one forwarder to a target and returns the port it listens on;
+    :meth:`forward` opens one forwarder to a target and returns the port it listens on,
+    :meth:`unforward` closes one again (its listening socket and its relayed connections);
     :meth:`set_rtt` changes the delay for chunks that arrive from then on (thread-safe);
     :meth:`close` stops everything and is idempotent. When either side of a relayed
     connection closes (EOF or error), the other side is closed once what was already in
@@ -53,8 +54,10 @@ class DelayNetwork:
         self.set_rtt(rtt_ms)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._servers: list[asyncio.Server] = []
+        self._servers: dict[int, asyncio.Server] = {}
+        """Listening port -> its forwarder's server."""
         self._relays: set[asyncio.Task[None]] = set()
+        self._relays_by_port: dict[int, set[asyncio.Task[None]]] = {}
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -128,6 +131,14 @@ class DelayNetwork:
         self.start()
         return self._call(self._listen(target_host, target_port), 10.0)
 
+    def unforward(self, port: int) -> None:
+        """Close the forwarder listening on ``port`` and every connection it relays: from
+        then on a dial of ``port`` is refused, as a dial of an address nothing listens on.
+        Raises :class:`KeyError` for a port no open forwarder of this network listens on."""
+        if self._closed or port not in self._servers:
+            raise KeyError(f"no forwarder of this network listens on port {port}")
+        self._call(self._unlisten(port), 10.0)
+
     @property
     def open_relays(self) -> int:
         """Relayed connections currently open (each is a client and an upstream socket)."""
@@ -140,18 +151,33 @@ class DelayNetwork:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
     async def _listen(self, target_host: str, target_port: int) -> int:
+        relays: set[asyncio.Task[None]] = set()
+
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
             assert task is not None
             self._relays.add(task)
+            relays.add(task)
             try:
                 await self._relay(reader, writer, target_host, target_port)
             finally:
                 self._relays.discard(task)
+                relays.discard(task)
 
         server = await asyncio.start_server(on_client, self._host, 0)
-        self._servers.append(server)
-        return int(server.sockets[0].getsockname()[1])
+        port = int(server.sockets[0].getsockname()[1])
+        self._servers[port] = server
+        self._relays_by_port[port] = relays
+        return port
+
+    async def _unlisten(self, port: int) -> None:
+        server = self._servers.pop(port)
+        relays = self._relays_by_port.pop(port)
+        server.close()
+        for task in list(relays):
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+        await server.wait_closed()
 
     async def _relay(
         self,
@@ -225,11 +251,12 @@ class DelayNetwork:
             await asyncio.gather(reading, delivering, return_exceptions=True)
 
     async def _shutdown(self) -> None:
-        for server in self._servers:
+        for server in self._servers.values():
             server.close()
         for task in list(self._relays):
             task.cancel()
         await asyncio.gather(*self._relays, return_exceptions=True)
-        for server in self._servers:
+        for server in self._servers.values():
             await server.wait_closed()
         self._servers.clear()
+        self._relays_by_port.clear()

@@ -36,6 +36,7 @@ __all__ = [
     "Node",
     "Resources",
     "format_storage",
+    "jmx_options",
     "jvm_args",
     "random_cluster_id",
     "reap_orphans",
@@ -64,6 +65,8 @@ class Node:
     controller_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    jmx_port: int | None = None
+    """The JVM's remote JMX port on ``HOST`` (no authentication, no TLS), or None: no JMX."""
 
     @property
     def properties_file(self) -> Path:
@@ -90,14 +93,17 @@ class Node:
         return "\n".join(parts) or "  (no output or log)"
 
     def bind_failure(self) -> str | None:
-        """``host:port`` the node's log says it failed to bind, or None (read after exit)."""
+        """``host:port`` the node's log says it failed to bind, or None (read after exit).
+        The output accumulates over restarts: the last failure in each file is the one."""
         text = ""
+        found: list[tuple[str, str]] = []
         for path in (self.stdout_file, self.log_file):
             with contextlib.suppress(OSError):
-                text += path.read_text(encoding="utf-8", errors="replace")
-        match = re.search(r"failed to bind to (\S+?):(\d+)", text)
-        if match:
-            return f"{match[1]}:{match[2]}"
+                part = path.read_text(encoding="utf-8", errors="replace")
+                text += part
+                found += re.findall(r"failed to bind to (\S+?):(\d+)", part)[-1:]
+        if found:
+            return f"{found[-1][0]}:{found[-1][1]}"
         if "Address already in use" in text or "BindException" in text:
             return f"{HOST}:{self.port} or {HOST}:{self.controller_port}"
         return None
@@ -315,9 +321,24 @@ def server_properties(
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
+def jmx_options(port: int) -> list[str]:
+    """JVM options opening remote JMX on ``HOST:port`` only, without authentication or TLS
+    (a loopback test cluster's metrics, read by ``connmgr.java.jmx``). The RMI server uses
+    the same port, so one port per broker is all a reader needs."""
+    return [
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        f"-Dcom.sun.management.jmxremote.host={HOST}",
+        f"-Djava.rmi.server.hostname={HOST}",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]
+
+
 def jvm_args(node: Node, *, heap_mb: int, extra: Sequence[str]) -> list[str]:
-    """The JVM options of ``node``'s broker: ``-Xmx{heap_mb}m``, then the defaults, then
-    ``extra``."""
+    """The JVM options of ``node``'s broker: ``-Xmx{heap_mb}m``, then the defaults, remote
+    JMX if the node has a :attr:`Node.jmx_port` (:func:`jmx_options`), then ``extra``."""
+    jmx = [] if node.jmx_port is None else jmx_options(node.jmx_port)
     return [
         f"-Xmx{heap_mb}m",
         "-Xms64m",
@@ -331,6 +352,7 @@ def jvm_args(node: Node, *, heap_mb: int, extra: Sequence[str]) -> list[str]:
         f"-Djava.io.tmpdir={node.directory / 'tmp'}",
         f"-Dkafka.logs.dir={node.directory}",
         f"-Dlog4j2.configurationFile={node.directory.parent / 'log4j2.properties'}",
+        *jmx,
         *extra,
     ]
 

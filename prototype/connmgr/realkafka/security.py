@@ -175,6 +175,27 @@ class SecureTier:
                 return ports
         raise RealKafkaError(f"no secure ports for node {node.node_id}")
 
+    def relocate(self, node: Node, ssl_port: int, sasl_ssl_port: int) -> SecurePorts:
+        """Move ``node``'s secure listeners to ``ssl_port`` and ``sasl_ssl_port`` (and its
+        PLAINTEXT forwarder to ``node.port``, already changed by the caller): three new
+        forwarders replace the node's old ones, which are closed with every connection they
+        relay, so a dial of an old address is refused from then on. Returns the new ports;
+        :meth:`properties` and :meth:`access` give the new ones from now on."""
+        old = self._of(node)
+        network = self.network
+        moved = SecurePorts(
+            node_id=node.node_id,
+            ssl=ssl_port,
+            sasl_ssl=sasl_ssl_port,
+            ssl_proxy=network.forward(HOST, ssl_port),
+            sasl_ssl_proxy=network.forward(HOST, sasl_ssl_port),
+            plaintext_proxy=network.forward(HOST, node.port),
+        )
+        for port in (old.ssl_proxy, old.sasl_ssl_proxy, old.plaintext_proxy):
+            network.unforward(port)
+        self.ports = tuple(moved if p.node_id == node.node_id else p for p in self.ports)
+        return moved
+
     def properties(self, node: Node) -> dict[str, str]:
         """``server.properties`` entries adding ``node``'s secure listeners to the
         PLAINTEXT and CONTROLLER ones :func:`~connmgr.realkafka.process.server_properties`

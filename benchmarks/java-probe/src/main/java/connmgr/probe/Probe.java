@@ -18,17 +18,20 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.clients.admin.AdminClient;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
@@ -38,8 +41,8 @@ import org.slf4j.LoggerFactory;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * Runs one real Kafka client (producer or consumer) through the phases the Python side
- * expects, with {@code org.apache.kafka.clients.NetworkClient} logging to a file.
+ * Runs one real Kafka client (producer, consumer or admin client) through the phases the
+ * Python side expects, with {@code org.apache.kafka.clients.NetworkClient} logging to a file.
  *
  * <p>Protocol on stdout (one JSON object per line, nothing else is ever written there):
  * <ol>
@@ -57,7 +60,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       with {@code --life-every-ms N} the client lives through the settle: a plain producer
  *       sends one more record every N ms (round-robin, as above) and flushes at its end, so
  *       every record is acked before the steady line; a consumer commits (commitAsync, as a
- *       polling loop does) every N ms;</li>
+ *       polling loop does) every N ms; a transactional producer with {@code --txn-life true}
+ *       runs one more transaction of one record every N ms; an admin client
+ *       ({@code --client admin}) asks describeCluster and listTopics every N ms (once, with no
+ *       life);</li>
+ *   <li>with {@code --allow-send-errors true} a living producer does not fail on a record
+ *       that was not acked (or a transaction that had to be aborted): it goes on and names
+ *       them in {@code failed_records} / {@code aborted_records} on its steady line, so a
+ *       long run still reports what happened;</li>
  *   <li>print {@code {"phase":"steady",...}} with record counts, the client's own
  *       connection metrics and its start-up timings, then block until a line (or EOF) arrives
  *       on stdin, so the caller can inspect the process's sockets while the client sits in its
@@ -67,6 +77,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * </ol>
  * Any failure prints {@code {"phase":"error","error":...}} and exits non-zero (2 for bad
  * arguments, 1 otherwise).
+ *
+ * <p>Besides the three connection metrics every client has, the metrics map carries
+ * {@code successful-authentication-total} and {@code failed-authentication-total} when the
+ * client has them (TLS and SASL handshakes completed and failed). A producer's lines carry
+ * {@code failed_records} and {@code aborted_records} (record numbers, normally empty), a
+ * transactional one's {@code transactions_committed} and {@code transactions_aborted}, an
+ * admin client's {@code admin_polls} and {@code admin_errors}.
  *
  * <p>The start-up timings, in milliseconds (a double, or null where there is none), measured
  * with {@code System.nanoTime()} from just before the client is constructed (so they include
@@ -91,6 +108,10 @@ public final class Probe {
 
     private static final List<String> METRICS = List.of(
             "connection-creation-total", "connection-close-total", "connection-count");
+
+    /** Reported when the client has them (every 2.x/4.x client does; none is required). */
+    private static final List<String> OPTIONAL_METRICS = List.of(
+            "successful-authentication-total", "failed-authentication-total");
 
     private Probe() {
     }
@@ -118,6 +139,10 @@ public final class Probe {
         /** Consume-transform-produce: the group whose offsets each transaction commits. */
         String offsetsGroup;
         String offsetsTopic;
+        /** A transactional producer's life: a transaction of one record every life period. */
+        boolean txnLife;
+        /** A living producer reports records it could not deliver instead of failing. */
+        boolean allowSendErrors;
         final Map<String, String> extra = new LinkedHashMap<>();
 
         static Args parse(String[] argv) {
@@ -146,6 +171,8 @@ public final class Probe {
                     case "--txn-interval-ms": a.txnIntervalMs = nonNegativeInt(flag, value); break;
                     case "--offsets-group": a.offsetsGroup = value; break;
                     case "--offsets-topic": a.offsetsTopic = value; break;
+                    case "--txn-life": a.txnLife = bool(flag, value); break;
+                    case "--allow-send-errors": a.allowSendErrors = bool(flag, value); break;
                     case "--extra": {
                         int eq = value.indexOf('=');
                         if (eq <= 0) {
@@ -157,17 +184,22 @@ public final class Probe {
                     default: throw new UsageError("unknown option " + flag);
                 }
             }
-            if (!"producer".equals(a.client) && !"consumer".equals(a.client)) {
-                throw new UsageError("--client must be producer or consumer, got " + a.client);
+            if (!List.of("producer", "consumer", "admin").contains(a.client)) {
+                throw new UsageError("--client must be producer, consumer or admin, got " + a.client);
             }
             require("--bootstrap", a.bootstrap);
-            require("--topic", a.topic);
+            if (!"admin".equals(a.client)) {
+                require("--topic", a.topic);
+            }
             require("--log", a.log);
             if ("consumer".equals(a.client)) {
                 require("--group", a.group);
             }
             if (a.transactionalId != null && !"producer".equals(a.client)) {
                 throw new UsageError("--transactional-id is for --client producer");
+            }
+            if (a.txnLife && a.transactionalId == null) {
+                throw new UsageError("--txn-life is for a transactional producer (--transactional-id)");
             }
             if ((a.offsetsGroup != null || a.offsetsTopic != null)
                     && (a.transactionalId == null || a.offsetsGroup == null || a.offsetsTopic == null)) {
@@ -177,6 +209,13 @@ public final class Probe {
                 throw new UsageError("--log-level must be TRACE, DEBUG or INFO, got " + a.logLevel);
             }
             return a;
+        }
+
+        private static boolean bool(String flag, String value) {
+            if (!"true".equals(value) && !"false".equals(value)) {
+                throw new UsageError(flag + " wants true or false, got " + value);
+            }
+            return "true".equals(value);
         }
 
         private static void require(String flag, String value) {
@@ -261,6 +300,13 @@ public final class Probe {
         private final AtomicInteger acked = new AtomicInteger();
         private int consumed;
         private final ConcurrentLinkedQueue<String> sendErrors = new ConcurrentLinkedQueue<>();
+        /** Numbers of the records whose send failed, and of those in aborted transactions. */
+        private final ConcurrentLinkedQueue<Integer> failedRecords = new ConcurrentLinkedQueue<>();
+        private final List<Integer> abortedRecords = new ArrayList<>();
+        private int transactionsCommitted;
+        private int transactionsAborted;
+        private int adminPolls;
+        private int adminErrors;
         private String releasedAt;
         /** nanoTime just before the client is constructed: the origin of the timings. */
         private long clientStart;
@@ -283,6 +329,9 @@ public final class Probe {
             if ("producer".equals(args.client)) {
                 return runProducer(deadline);
             }
+            if ("admin".equals(args.client)) {
+                return runAdmin();
+            }
             return runConsumer(deadline);
         }
 
@@ -298,18 +347,7 @@ public final class Probe {
             waitPhase();
             List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
             for (int i = 0; i < args.records; i++) {
-                byte[] value = ("record-" + i).getBytes(StandardCharsets.UTF_8);
-                ProducerRecord<byte[], byte[]> record =
-                        new ProducerRecord<>(args.topic, i % args.partitions, null, value);
-                futures.add(producer.send(record, (metadata, exception) -> {
-                    if (exception == null) {
-                        firstAck.compareAndSet(NO_TIME, System.nanoTime());
-                        acked.incrementAndGet();
-                    } else {
-                        sendErrors.add(describe(exception));
-                    }
-                }));
-                sent.incrementAndGet();
+                futures.add(sendOne(producer, i));
             }
             for (Future<RecordMetadata> f : futures) {
                 f.get(remainingMs(deadline), TimeUnit.MILLISECONDS);
@@ -377,7 +415,12 @@ public final class Probe {
                 throw new IllegalStateException("acked " + acked.get() + " of " + args.records
                         + " records; errors: " + sendErrors);
             }
-            Thread.sleep(args.settleMs);
+            transactionsCommitted = args.transactions;
+            if (args.txnLife && args.lifeEveryMs > 0) {
+                liveTransactions(producer);
+            } else {
+                Thread.sleep(args.settleMs);
+            }
             Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
             steadyThenWait(metrics);
             producer.close();
@@ -402,9 +445,43 @@ public final class Probe {
                 sendOne(producer, next++);
             }
             producer.flush();
-            if (acked.get() != sent.get()) {
+            if (acked.get() != sent.get() && !args.allowSendErrors) {
                 throw new IllegalStateException("acked " + acked.get() + " of " + sent.get()
                         + " records over the life; errors: " + sendErrors);
+            }
+        }
+
+        /** The transactional producer's life: a transaction of one record every
+         *  --life-every-ms through --settle-ms. A transaction that fails to commit is aborted
+         *  and, with --allow-send-errors, its record named in aborted_records (otherwise the
+         *  run fails); an error that forbids the abort (a fenced producer) always fails it. */
+        private void liveTransactions(KafkaProducer<byte[], byte[]> producer) throws Exception {
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            int next = args.records;
+            while (true) {
+                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+                if (left <= 0) {
+                    break;
+                }
+                Thread.sleep(Math.min(left, args.lifeEveryMs));
+                if (System.nanoTime() >= end) {
+                    break;
+                }
+                int number = next++;
+                producer.beginTransaction();
+                try {
+                    sendOne(producer, number);
+                    producer.commitTransaction();
+                    transactionsCommitted++;
+                } catch (KafkaException e) {
+                    if (!args.allowSendErrors) {
+                        throw e;
+                    }
+                    sendErrors.add(describe(e));
+                    producer.abortTransaction();
+                    abortedRecords.add(number);
+                    transactionsAborted++;
+                }
             }
         }
 
@@ -418,10 +495,55 @@ public final class Probe {
                     acked.incrementAndGet();
                 } else {
                     sendErrors.add(describe(exception));
+                    failedRecords.add(i);
                 }
             });
             sent.incrementAndGet();
             return future;
+        }
+
+        /** The admin client: describeCluster and listTopics once, then every --life-every-ms
+         *  through --settle-ms (an application's health check, a dashboard). A failed poll is
+         *  counted (admin_errors), not fatal: a broker restarting is part of a life. */
+        private int runAdmin() throws Exception {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", args.bootstrap);
+            props.putAll(args.extra);
+            clientStart = System.nanoTime();
+            AdminClient admin = AdminClient.create(props);
+            waitPhase();
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            pollAdmin(admin);
+            if (args.lifeEveryMs > 0) {
+                while (true) {
+                    long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+                    if (left <= 0) {
+                        break;
+                    }
+                    Thread.sleep(Math.min(left, args.lifeEveryMs));
+                    if (System.nanoTime() >= end) {
+                        break;
+                    }
+                    pollAdmin(admin);
+                }
+            } else {
+                Thread.sleep(args.settleMs);
+            }
+            Map<String, List<Metric>> metrics = connectionMetrics(admin.metrics(), "admin-client-metrics");
+            steadyThenWait(metrics);
+            admin.close();
+            emitPhase("closed", metrics);
+            return 0;
+        }
+
+        private void pollAdmin(AdminClient admin) throws InterruptedException {
+            try {
+                admin.describeCluster().nodes().get();
+                admin.listTopics().names().get();
+            } catch (ExecutionException e) {
+                adminErrors++;
+            }
+            adminPolls++;
         }
 
         private int runConsumer(long deadline) throws Exception {
@@ -504,6 +626,9 @@ public final class Probe {
             out.put("records_consumed", consumed);
             Map<String, Object> values = new LinkedHashMap<>();
             for (Map.Entry<String, List<Metric>> e : metrics.entrySet()) {
+                if (e.getValue().isEmpty()) {
+                    continue;  // an optional metric the client does not have
+                }
                 double sum = 0;
                 for (Metric m : e.getValue()) {
                     Object v = m.metricValue();
@@ -512,6 +637,20 @@ public final class Probe {
                 values.put(e.getKey(), sum);
             }
             out.put("metrics", values);
+            if ("producer".equals(args.client)) {
+                List<Integer> failed = new ArrayList<>(failedRecords);
+                Collections.sort(failed);
+                out.put("failed_records", failed);
+                out.put("aborted_records", abortedRecords);
+            }
+            if (args.transactionalId != null) {
+                out.put("transactions_committed", transactionsCommitted);
+                out.put("transactions_aborted", transactionsAborted);
+            }
+            if ("admin".equals(args.client)) {
+                out.put("admin_polls", adminPolls);
+                out.put("admin_errors", adminErrors);
+            }
             long ack = firstAck.get();
             out.put("ttfa_ms", ack != NO_TIME ? millisSince(clientStart, ack) : null);
             out.put("ttfc_ms", firstConsumedSeen ? millisSince(clientStart, firstConsumed) : null);
@@ -527,7 +666,9 @@ public final class Probe {
 
     /**
      * The client's connection metrics, by name, from its Selector's group ({@code
-     * producer-metrics} / {@code consumer-metrics}); all three names exist since Kafka 1.0.
+     * producer-metrics} / {@code consumer-metrics} / {@code admin-client-metrics}); all three
+     * names of METRICS exist since Kafka 1.0, those of OPTIONAL_METRICS are listed empty when
+     * the client lacks them.
      *
      * <p>The Metric objects themselves are kept, not their values: closing a client removes its
      * Selector's metrics from the registry (SelectorMetrics.close), and a closed 4.x consumer
@@ -538,6 +679,9 @@ public final class Probe {
         for (String name : METRICS) {
             found.put(name, new ArrayList<>());
         }
+        for (String name : OPTIONAL_METRICS) {
+            found.put(name, new ArrayList<>());
+        }
         for (Map.Entry<MetricName, ? extends Metric> e : all.entrySet()) {
             MetricName n = e.getKey();
             if (group.equals(n.group()) && found.containsKey(n.name())) {
@@ -545,7 +689,7 @@ public final class Probe {
             }
         }
         for (Map.Entry<String, List<Metric>> e : found.entrySet()) {
-            if (e.getValue().isEmpty()) {
+            if (e.getValue().isEmpty() && METRICS.contains(e.getKey())) {
                 throw new IllegalStateException("metric " + group + "/" + e.getKey() + " not found");
             }
         }
@@ -633,7 +777,7 @@ public final class Probe {
         }
     }
 
-    /** Just enough JSON writing for flat maps of strings, numbers, booleans and nested maps. */
+    /** Just enough JSON writing for maps and lists of strings, numbers, booleans, maps and lists. */
     static final class Json {
         private Json() {
         }
@@ -660,6 +804,17 @@ public final class Probe {
                     append(sb, e.getValue());
                 }
                 sb.append('}');
+            } else if (value instanceof List) {
+                sb.append('[');
+                boolean first = true;
+                for (Object item : (List<?>) value) {
+                    if (!first) {
+                        sb.append(',');
+                    }
+                    first = false;
+                    append(sb, item);
+                }
+                sb.append(']');
             } else if (value instanceof Double || value instanceof Float) {
                 double d = ((Number) value).doubleValue();
                 // JSON has no NaN/Infinity; null says "no value" without breaking the parser.
