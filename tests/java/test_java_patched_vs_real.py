@@ -50,6 +50,7 @@ def test_java_patched_predicts_the_patched_client(scenario: str, attempt: int) -
     print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
     print("real summary", run.steady_summary, "model", model.steady, model.by_role)
     assert run.client_config["bootstrap.connection.close.enable"] == "true"
+    assert run.client_config["endpoint.change.retire.enable"] == "true"
     assert sequence_differences(run.ledger.dials(), model) == []
     assert run.steady_summary["steady"] == model.steady
     assert _roles(run.steady_summary["by_role"]) == _roles(model.by_role)

@@ -66,7 +66,11 @@ PATCHED_SUFFIX: Final = "-patched"
 Java probe with :data:`SWITCHES` on (:func:`connmgr.java.build.build_probe`)."""
 
 SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
-    {"bootstrap.connection.close.enable": "true", "connection.role.metrics.enable": "true"}
+    {
+        "bootstrap.connection.close.enable": "true",
+        "connection.role.metrics.enable": "true",
+        "endpoint.change.retire.enable": "true",
+    }
 )
 """Every configuration the patch adds, switched on: how the probe runs the patched client
 (each defaults to today's behaviour, ``false``)."""

@@ -19,7 +19,9 @@ node choice, keys and idle expiry as they are). As in the patch:
   it, not yet sent, go back to be placed again.
 
 The second switch, ``connection.role.metrics.enable``, only adds metrics: no connection
-differs.
+differs. The third, ``endpoint.change.retire.enable`` (KIP (a) rule 2, ``patches/0003``),
+acts only when metadata gives a broker another host or port than its open connection's; no
+scenario this model is compared on moves a broker, so it changes nothing here either.
 """
 
 from __future__ import annotations
