@@ -154,3 +154,33 @@ def test_the_line_limit_check_flags_a_601_line_module_and_every_stale_exception(
     assert size_problems(tmp_path, {"sub/over.py": "why", "gone.py": "why"}) == [
         "OVERSIZED names gone.py, which is gone"
     ]
+
+
+def _runs_at_import(path: Path) -> list[int]:
+    """Lines of ``path``'s top level that do something when it is imported: anything but
+    imports, definitions, assignments, a docstring or an ``if __name__ == "__main__":``."""
+    quiet = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    lines = []
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, quiet):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            continue
+        lines.append(node.lineno)
+    return lines
+
+
+def test_no_program_runs_when_its_module_is_imported() -> None:
+    """A ``__main__.py`` (``python -m ...``) runs only under ``__name__ == "__main__"``:
+    walking the package imports every module (the property suite's
+    ``testing.constants.load_whole_package``), and an unguarded one started a whole hour's
+    benchmark in every process that walked it."""
+    found = {
+        name: _runs_at_import(path)
+        for name, path in modules().items()
+        if path.name == "__main__.py"
+    }
+    assert found, "no __main__.py found: the test has nothing to check"
+    assert {name: lines for name, lines in found.items() if lines} == {}

@@ -32,5 +32,7 @@ def load_whole_package() -> None:
     import connmgr
 
     for module in pkgutil.walk_packages(connmgr.__path__, "connmgr."):
+        if module.name.endswith(".__main__"):
+            continue  # a program, not a library: importing it would run it
         importlib.import_module(module.name)
     _loaded = True

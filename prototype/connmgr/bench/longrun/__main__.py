@@ -2,4 +2,5 @@
 
 from connmgr.bench.longrun.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing this module (e.g. walking the package) runs nothing
+    raise SystemExit(main())
