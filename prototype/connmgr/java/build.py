@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from connmgr.errors import ConnMgrError
-from connmgr.java import patch
+from connmgr.java import patched
 from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
 from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
 
@@ -131,9 +131,9 @@ def build_probe(
     downloading into ``~/.m2`` whatever it lacks. An exclusive file lock per version makes
     concurrent callers (other processes included) wait for one build instead of racing.
 
-    ``4.3.1-patched`` (:data:`connmgr.java.patch.PATCHED_SUFFIX`) is the probe built for
+    ``4.3.1-patched`` (:data:`connmgr.java.patched.PATCHED_SUFFIX`) is the probe built for
     4.3.1 with the released kafka-clients jar on its classpath replaced by the project's
-    patched one (:func:`connmgr.java.patch.build_patched_client`).
+    patched one (:func:`connmgr.java.patched.build_patched_client`).
 
     Raises :class:`JavaToolError` if java/mvn are missing, :class:`JavaBuildError` with the
     tail of Maven's output if the build fails or exceeds ``timeout_s``.
@@ -141,7 +141,7 @@ def build_probe(
     started = time.monotonic()
     _check_version(version)
     tools = tools or find_tools()
-    if version.endswith(patch.PATCHED_SUFFIX):
+    if version.endswith(patched.PATCHED_SUFFIX):
         return _patched_probe(version, probe_dir, tools, timeout_s, started)
     probe_dir = probe_dir or default_probe_dir()
     if not (probe_dir / "pom.xml").is_file():
@@ -185,16 +185,14 @@ def build_probe(
 def _patched_probe(
     version: str, probe_dir: Path | None, tools: JavaTools, timeout_s: float, started: float
 ) -> ProbeBuild:
-    from connmgr.java import patch
-
-    base = version.removesuffix(patch.PATCHED_SUFFIX)
-    if base != patch.KAFKA_VERSION:
+    base = version.removesuffix(patched.PATCHED_SUFFIX)
+    if base != patched.KAFKA_VERSION:
         raise ConnMgrError(
-            f"kafka-clients {version!r}: the patch applies to {patch.KAFKA_VERSION} only "
-            f"(use {patch.KAFKA_VERSION}{patch.PATCHED_SUFFIX})"
+            f"kafka-clients {version!r}: the patch applies to {patched.KAFKA_VERSION} only "
+            f"(use {patched.KAFKA_VERSION}{patched.PATCHED_SUFFIX})"
         )
     stock = build_probe(base, probe_dir=probe_dir, tools=tools, timeout_s=timeout_s)
-    jar = patch.build_patched_client(tools=tools, timeout_s=timeout_s)
+    jar = patched.build_patched_client(tools=tools, timeout_s=timeout_s)
     released = f"kafka-clients-{base}.jar"
     if [p.name for p in stock.classpath].count(released) != 1:
         raise JavaBuildError(f"the probe's classpath for {base} does not hold {released} once")

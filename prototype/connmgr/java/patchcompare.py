@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.java.patch import KAFKA_VERSION, PATCHED_SUFFIX, SWITCHES
+from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SWITCHES
 
 __all__ = ["SCENARIOS", "Row", "main", "render", "run_rows", "summarise"]
 

@@ -66,8 +66,8 @@ def default_extra(version: str, client: Client) -> dict[str, str]:
     ``group.protocol=classic`` where the setting exists (3.7+; KIP-848), so 4.x runs the same
     group protocol as 2.1.0 whatever its default. Older clients only warn about settings they
     do not know, but are not given any. The patched client (``4.3.1-patched``) runs with
-    every configuration of the patch on (:data:`connmgr.java.patch.SWITCHES`)."""
-    from connmgr.java.patch import PATCHED_SUFFIX, SWITCHES
+    every configuration of the patch on (:data:`connmgr.java.patched.SWITCHES`)."""
+    from connmgr.java.patched import PATCHED_SUFFIX, SWITCHES
 
     extra = dict(SWITCHES) if version.endswith(PATCHED_SUFFIX) else {}
     numbers = [int(x) for x in re.findall(r"\d+", version)[:2]]

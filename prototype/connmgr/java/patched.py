@@ -1,0 +1,141 @@
+"""The patched kafka-clients: which release, which switches, where each variant builds, and
+the patched jar itself as a client (:func:`build_patched_client`). What the probe build
+(:mod:`connmgr.java.build`) and the test runner (:mod:`connmgr.java.patch`, a program) both
+need, in a module that runs nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
+
+__all__ = [
+    "KAFKA_VERSION",
+    "PATCHED_SUFFIX",
+    "SWITCHES",
+    "Variant",
+    "build_dir",
+    "build_patched_client",
+    "default_module_dir",
+]
+
+KAFKA_VERSION: Final = "4.3.1"
+"""The release the patch applies to (the pom's ``kafka.version``)."""
+
+PATCHED_SUFFIX: Final = "-patched"
+"""A kafka-clients version ending so (``4.3.1-patched``) names the patched client, run by the
+Java probe with :data:`SWITCHES` on (:func:`connmgr.java.build.build_probe`)."""
+
+SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "bootstrap.connection.close.enable": "true",
+        "connection.role.metrics.enable": "true",
+        "endpoint.change.retire.enable": "true",
+    }
+)
+"""Every configuration the patch adds, switched on: how the probe runs the patched client
+(each defaults to today's behaviour, ``false``)."""
+
+
+class Variant(enum.Enum):
+    """Which client the tests run against (the pom's profile of the same name)."""
+
+    STOCK = "stock"
+    """kafka-clients 4.3.1 as released: nothing patched, none of the project's tests."""
+    DEFAULTS = "defaults"
+    """The patch with every new configuration at its default, which is today's behaviour."""
+    SWITCHES_ON = "switches-on"
+    """The patch with every new configuration defaulted on."""
+
+
+def default_module_dir() -> Path:
+    """``benchmarks/kafka-clients-patch`` of the source tree this package runs from."""
+    # patch.py -> java -> connmgr -> prototype -> repository root
+    return Path(__file__).resolve().parents[3] / "benchmarks" / "kafka-clients-patch"
+
+
+def build_dir(variant: Variant) -> Path:
+    """The variant's Maven build directory (not created here)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "connmgr" / "kafka-clients-patch" / variant.value / "target"
+
+
+def _client_fingerprint(module_dir: Path, tools: JavaTools) -> str:
+    """Hash of what the patched client's bytes depend on: the pom, the diffs and the script
+    that applies them, the project's own classes, and the JDK/Maven used."""
+    h = hashlib.sha256()
+    for part in ("kafka-clients-patched-v1", str(tools.java.resolve()), str(tools.mvn)):
+        h.update(part.encode() + b"\0")
+    files = [module_dir / "pom.xml", module_dir / "apply-patches.sh"]
+    files += sorted(p for p in (module_dir / "patches").rglob("*") if p.is_file())
+    files += sorted(p for p in (module_dir / "src" / "main").rglob("*") if p.is_file())
+    for path in files:
+        h.update(str(path.relative_to(module_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_patched_client(
+    *,
+    module_dir: Path | None = None,
+    tools: JavaTools | None = None,
+    timeout_s: float = 900.0,
+) -> Path:
+    """The patched kafka-clients jar, every new configuration at its default (a client turns
+    them on in its own configuration: :data:`SWITCHES`), to run as a client.
+
+    Built with ``mvn -B -T 1 package -DskipTests`` in a directory of its own (not a test
+    variant's, which a concurrent test run rewrites), then copied to a file named by the
+    fingerprint of its inputs (:func:`_client_fingerprint`): a later call with the same
+    inputs returns that file without running Maven. An exclusive file lock makes concurrent
+    callers wait for one build. Raises :class:`JavaBuildError` with the tail of Maven's
+    output if the build fails or exceeds ``timeout_s``.
+    """
+    tools = tools or find_tools()
+    module_dir = module_dir or default_module_dir()
+    if not (module_dir / "pom.xml").is_file():
+        raise JavaToolError(f"no pom.xml in {module_dir} (expected the kafka-clients-patch module)")
+    home = build_dir(Variant.DEFAULTS).parent.parent / "client"
+    fingerprint = _client_fingerprint(module_dir, tools)
+    jar = home / f"kafka-clients-{KAFKA_VERSION}{PATCHED_SUFFIX}-{fingerprint[:16]}.jar"
+    with file_lock(home / ".lock", timeout_s):
+        if jar.is_file():
+            return jar
+        target = home / "target"
+        shutil.rmtree(target, ignore_errors=True)
+        command = [
+            str(tools.mvn),
+            "-B",
+            "-T",
+            "1",
+            "-ntp",
+            "-Dstyle.color=never",
+            "-f",
+            str(module_dir / "pom.xml"),
+            f"-Dpatch.build.dir={target}",
+            "-DskipTests",
+            "package",
+        ]
+        done = run_maven(tools, command, timeout_s=timeout_s, doing="building the patched client")
+        output = strip_ansi(done.stdout + done.stderr)
+        (home / "maven.log").write_text(output, encoding="utf-8")
+        built = target / f"kafka-clients-patched-{KAFKA_VERSION}-{Variant.DEFAULTS.value}.jar"
+        if done.returncode != 0 or not built.is_file():
+            raise JavaBuildError(
+                f"Maven failed (exit {done.returncode}) building the patched client: "
+                f"{' '.join(command)}\n{output_tail(output)}"
+            )
+        for old in home.glob(f"kafka-clients-{KAFKA_VERSION}{PATCHED_SUFFIX}-*.jar"):
+            old.unlink()  # an older patch's jar: nothing runs it any more
+        tmp = jar.with_suffix(".tmp")
+        shutil.copyfile(built, tmp)
+        tmp.replace(jar)  # atomic: a crashed copy never passes for a build
+    return jar
