@@ -42,6 +42,7 @@ from connmgr.java.patched import (
     build_dir,
     build_patched_client,
     default_module_dir,
+    maven_command,
 )
 from connmgr.java.tools import JavaTools, find_tools, run_maven
 
@@ -275,19 +276,13 @@ def _verify(
     reports = target / "surefire-reports"
     # Reports of an earlier run with other classes would be counted as this run's.
     shutil.rmtree(reports, ignore_errors=True)
-    command = [
-        str(tools.mvn),
-        "-B",
-        "-T",
-        "1",
-        "-ntp",
-        "-Dstyle.color=never",
-        "-f",
-        str(module_dir / "pom.xml"),
-        f"-Dpatch.build.dir={target}",
+    command = maven_command(
+        tools,
+        module_dir,
+        target,
         f"-Dtest={','.join(tests)}",
         "-Dmaven.test.failure.ignore=true",
-    ]
+    )
     profile = _PROFILES[variant]
     if profile is not None:
         command.append(f"-P{profile}")

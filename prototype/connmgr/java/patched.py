@@ -26,6 +26,7 @@ __all__ = [
     "build_dir",
     "build_patched_client",
     "default_module_dir",
+    "maven_command",
 ]
 
 KAFKA_VERSION: Final = "4.3.1"
@@ -83,6 +84,13 @@ def _client_fingerprint(module_dir: Path, tools: JavaTools) -> str:
     return h.hexdigest()
 
 
+def maven_command(tools: JavaTools, module_dir: Path, target: Path, *args: str) -> list[str]:
+    """``mvn`` on the module, batch mode, one thread, no transfer progress or colours,
+    building in ``target``, then ``args``."""
+    common = ["-B", "-T", "1", "-ntp", "-Dstyle.color=never", "-f", str(module_dir / "pom.xml")]
+    return [str(tools.mvn), *common, f"-Dpatch.build.dir={target}", *args]
+
+
 def build_patched_client(
     *,
     module_dir: Path | None = None,
@@ -111,19 +119,7 @@ def build_patched_client(
             return jar
         target = home / "target"
         shutil.rmtree(target, ignore_errors=True)
-        command = [
-            str(tools.mvn),
-            "-B",
-            "-T",
-            "1",
-            "-ntp",
-            "-Dstyle.color=never",
-            "-f",
-            str(module_dir / "pom.xml"),
-            f"-Dpatch.build.dir={target}",
-            "-DskipTests",
-            "package",
-        ]
+        command = maven_command(tools, module_dir, target, "-DskipTests", "package")
         done = run_maven(tools, command, timeout_s=timeout_s, doing="building the patched client")
         output = strip_ansi(done.stdout + done.stderr)
         (home / "maven.log").write_text(output, encoding="utf-8")

@@ -362,11 +362,7 @@ public final class Probe {
             } else {
                 Thread.sleep(args.settleMs);
             }
-            Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
-            steadyThenWait(metrics);
-            producer.close();
-            emitPhase("closed", metrics);
-            return 0;
+            return finish(producer, connectionMetrics(producer.metrics(), "producer-metrics"));
         }
 
         /**
@@ -421,11 +417,7 @@ public final class Probe {
             } else {
                 Thread.sleep(args.settleMs);
             }
-            Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
-            steadyThenWait(metrics);
-            producer.close();
-            emitPhase("closed", metrics);
-            return 0;
+            return finish(producer, connectionMetrics(producer.metrics(), "producer-metrics"));
         }
 
         /** The producer's life: a record every --life-every-ms through --settle-ms, then
@@ -529,11 +521,7 @@ public final class Probe {
             } else {
                 Thread.sleep(args.settleMs);
             }
-            Map<String, List<Metric>> metrics = connectionMetrics(admin.metrics(), "admin-client-metrics");
-            steadyThenWait(metrics);
-            admin.close();
-            emitPhase("closed", metrics);
-            return 0;
+            return finish(admin, connectionMetrics(admin.metrics(), "admin-client-metrics"));
         }
 
         private void pollAdmin(AdminClient admin) throws InterruptedException {
@@ -586,11 +574,7 @@ public final class Probe {
                     nextCommit += TimeUnit.MILLISECONDS.toNanos(args.lifeEveryMs);
                 }
             }
-            Map<String, List<Metric>> metrics = connectionMetrics(consumer.metrics(), "consumer-metrics");
-            steadyThenWait(metrics);
-            consumer.close();
-            emitPhase("closed", metrics);
-            return 0;
+            return finish(consumer, connectionMetrics(consumer.metrics(), "consumer-metrics"));
         }
 
         /** The "wait" phase, marked in the client's own log so that connections made during
@@ -605,6 +589,17 @@ public final class Probe {
             phases.info("Probe phase wait begins ({} ms)", args.waitMs);
             Thread.sleep(args.waitMs);
             phases.info("Probe phase wait ends");
+        }
+
+        /**
+         * The end of every run: report the steady phase and wait (so the caller can sample the
+         * JVM's sockets), close the client, report the closed phase. Returns the exit code.
+         */
+        private int finish(AutoCloseable client, Map<String, List<Metric>> metrics) throws Exception {
+            steadyThenWait(metrics);
+            client.close();
+            emitPhase("closed", metrics);
+            return 0;
         }
 
         private void steadyThenWait(Map<String, List<Metric>> metrics) throws Exception {
