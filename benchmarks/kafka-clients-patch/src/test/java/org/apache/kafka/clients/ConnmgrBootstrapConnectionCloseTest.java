@@ -1,11 +1,6 @@
 package org.apache.kafka.clients;
 
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.Node;
-import org.apache.kafka.common.config.AbstractConfig;
-import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.requests.AbstractResponse;
@@ -13,8 +8,6 @@ import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
 import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.test.MockSelector;
@@ -25,9 +18,7 @@ import org.junit.jupiter.api.Test;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -209,27 +200,7 @@ public class ConnmgrBootstrapConnectionCloseTest {
 
     @Test
     public void testEveryClientConfigDefinesTheOptionWithItsDefault() {
-        Map<String, Object> props = new HashMap<>();
-        props.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
-        Map<String, Object> producer = new HashMap<>(props);
-        producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        Map<String, Object> consumer = new HashMap<>(props);
-        consumer.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        consumer.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        boolean dflt = CommonClientConfigs.DEFAULT_BOOTSTRAP_CONNECTION_CLOSE_ENABLE;
-        assertEquals(dflt, ClientUtils.bootstrapConnectionCloseEnabled(new ProducerConfig(producer)));
-        assertEquals(dflt, ClientUtils.bootstrapConnectionCloseEnabled(new ConsumerConfig(consumer)));
-        assertEquals(dflt, ClientUtils.bootstrapConnectionCloseEnabled(new AdminClientConfig(props)));
-
-        producer.put(CommonClientConfigs.BOOTSTRAP_CONNECTION_CLOSE_ENABLE_CONFIG, !dflt);
-        consumer.put(CommonClientConfigs.BOOTSTRAP_CONNECTION_CLOSE_ENABLE_CONFIG, !dflt);
-        props.put(CommonClientConfigs.BOOTSTRAP_CONNECTION_CLOSE_ENABLE_CONFIG, !dflt);
-        assertEquals(!dflt, ClientUtils.bootstrapConnectionCloseEnabled(new ProducerConfig(producer)));
-        assertEquals(!dflt, ClientUtils.bootstrapConnectionCloseEnabled(new ConsumerConfig(consumer)));
-        assertEquals(!dflt, ClientUtils.bootstrapConnectionCloseEnabled(new AdminClientConfig(props)));
-
-        // A configuration that does not define the key (not a producer, consumer or admin client) gets the default.
-        assertEquals(dflt, ClientUtils.bootstrapConnectionCloseEnabled(new AbstractConfig(new ConfigDef(), Map.of())));
+        ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.BOOTSTRAP_CONNECTION_CLOSE_ENABLE_CONFIG,
+            CommonClientConfigs.DEFAULT_BOOTSTRAP_CONNECTION_CLOSE_ENABLE, ClientUtils::bootstrapConnectionCloseEnabled);
     }
 }

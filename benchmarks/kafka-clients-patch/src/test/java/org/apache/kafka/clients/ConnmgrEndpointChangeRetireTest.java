@@ -1,15 +1,10 @@
 package org.apache.kafka.clients;
 
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.internals.AdminMetadataManager;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
-import org.apache.kafka.common.config.AbstractConfig;
-import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.protocol.Errors;
@@ -17,8 +12,6 @@ import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
 import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.test.MockSelector;
@@ -30,9 +23,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -373,27 +364,7 @@ public class ConnmgrEndpointChangeRetireTest {
 
     @Test
     public void testEveryClientConfigDefinesTheOptionWithItsDefault() {
-        Map<String, Object> props = new HashMap<>();
-        props.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
-        Map<String, Object> producer = new HashMap<>(props);
-        producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        Map<String, Object> consumer = new HashMap<>(props);
-        consumer.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        consumer.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        boolean dflt = CommonClientConfigs.DEFAULT_ENDPOINT_CHANGE_RETIRE_ENABLE;
-        assertEquals(dflt, ClientUtils.endpointChangeRetireEnabled(new ProducerConfig(producer)));
-        assertEquals(dflt, ClientUtils.endpointChangeRetireEnabled(new ConsumerConfig(consumer)));
-        assertEquals(dflt, ClientUtils.endpointChangeRetireEnabled(new AdminClientConfig(props)));
-
-        producer.put(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG, !dflt);
-        consumer.put(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG, !dflt);
-        props.put(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG, !dflt);
-        assertEquals(!dflt, ClientUtils.endpointChangeRetireEnabled(new ProducerConfig(producer)));
-        assertEquals(!dflt, ClientUtils.endpointChangeRetireEnabled(new ConsumerConfig(consumer)));
-        assertEquals(!dflt, ClientUtils.endpointChangeRetireEnabled(new AdminClientConfig(props)));
-
-        // A configuration that does not define the key (not a producer, consumer or admin client) gets the default.
-        assertEquals(dflt, ClientUtils.endpointChangeRetireEnabled(new AbstractConfig(new ConfigDef(), Map.of())));
+        ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG,
+            CommonClientConfigs.DEFAULT_ENDPOINT_CHANGE_RETIRE_ENABLE, ClientUtils::endpointChangeRetireEnabled);
     }
 }
