@@ -23,15 +23,9 @@ settings.load_profile(os.environ.get("CONNMGR_HYPOTHESIS_PROFILE", "ci"))
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep together what shares state when the suite runs on several workers (pytest-xdist,
     ``--dist loadgroup``): each module stays on one worker (its module fixtures, such as the
-    quick bench run, are built once), every test that starts a real Kafka cluster runs
-    on one worker, one cluster at a time (the tier's session cluster is built once), and
-    every test that uses the session's Spark (the ``spark`` fixture) runs on one worker too:
-    one Spark JVM for the whole run, not one per worker."""
+    quick bench run, are built once), and every test that starts a real Kafka cluster runs
+    on one worker, one cluster at a time (the tier's session cluster is built once)."""
     for item in items:
-        if item.get_closest_marker("real_kafka") is not None:
-            group = "real_kafka"
-        elif "spark" in getattr(item, "fixturenames", ()):
-            group = "spark"
-        else:
-            group = item.nodeid.split("::", 1)[0]
+        real = item.get_closest_marker("real_kafka") is not None
+        group = "real_kafka" if real else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
