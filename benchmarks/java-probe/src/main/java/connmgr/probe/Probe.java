@@ -424,18 +424,8 @@ public final class Probe {
          *  flush; every record sent must be acked (a send through a broker restart waits). */
         private void liveProducer(KafkaProducer<byte[], byte[]> producer) throws Exception {
             long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
-            int next = args.records;
-            while (true) {
-                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
-                if (left <= 0) {
-                    break;
-                }
-                Thread.sleep(Math.min(left, args.lifeEveryMs));
-                if (System.nanoTime() >= end) {
-                    break;
-                }
-                sendOne(producer, next++);
-            }
+            int[] next = {args.records};
+            eachLifeTick(end, () -> sendOne(producer, next[0]++));
             producer.flush();
             if (acked.get() != sent.get() && !args.allowSendErrors) {
                 throw new IllegalStateException("acked " + acked.get() + " of " + sent.get()
@@ -449,17 +439,9 @@ public final class Probe {
          *  run fails); an error that forbids the abort (a fenced producer) always fails it. */
         private void liveTransactions(KafkaProducer<byte[], byte[]> producer) throws Exception {
             long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
-            int next = args.records;
-            while (true) {
-                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
-                if (left <= 0) {
-                    break;
-                }
-                Thread.sleep(Math.min(left, args.lifeEveryMs));
-                if (System.nanoTime() >= end) {
-                    break;
-                }
-                int number = next++;
+            int[] next = {args.records};
+            eachLifeTick(end, () -> {
+                int number = next[0]++;
                 producer.beginTransaction();
                 try {
                     sendOne(producer, number);
@@ -474,6 +456,28 @@ public final class Probe {
                     abortedRecords.add(number);
                     transactionsAborted++;
                 }
+            });
+        }
+
+        /** What a client does at each tick of its life. */
+        @FunctionalInterface
+        private interface LifeTick {
+            void run() throws Exception;
+        }
+
+        /** Sleeps --life-every-ms at a time until {@code end} ({@link System#nanoTime()}), running
+         *  {@code tick} after every sleep that ends before it. */
+        private void eachLifeTick(long end, LifeTick tick) throws Exception {
+            while (true) {
+                long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
+                if (left <= 0) {
+                    break;
+                }
+                Thread.sleep(Math.min(left, args.lifeEveryMs));
+                if (System.nanoTime() >= end) {
+                    break;
+                }
+                tick.run();
             }
         }
 
@@ -507,17 +511,7 @@ public final class Probe {
             long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
             pollAdmin(admin);
             if (args.lifeEveryMs > 0) {
-                while (true) {
-                    long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
-                    if (left <= 0) {
-                        break;
-                    }
-                    Thread.sleep(Math.min(left, args.lifeEveryMs));
-                    if (System.nanoTime() >= end) {
-                        break;
-                    }
-                    pollAdmin(admin);
-                }
+                eachLifeTick(end, () -> pollAdmin(admin));
             } else {
                 Thread.sleep(args.settleMs);
             }
