@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from connmgr.bench.rows import git_commit
 from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SWITCHES
 
 __all__ = ["SCENARIOS", "Row", "main", "render", "run_rows", "summarise"]
@@ -262,19 +263,6 @@ def render(summary: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str
     return "\n".join(lines) + "\n"
 
 
-def _commit() -> str:
-    import subprocess
-
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).parent,
-    )
-    return done.stdout.strip() or "unknown"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: run, write ``results.json`` and ``index.md`` into ``--out``; exit 1 if a record
     went missing in any run (a failed kernel check raises before anything is written)."""
@@ -317,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "repeats": args.repeats,
         "seconds": time.monotonic() - started,
-        "commit": _commit(),
+        "commit": git_commit(),
     }
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)
