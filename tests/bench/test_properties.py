@@ -62,8 +62,8 @@ def test_the_tables_carry_the_raw_results(small: dict[str, Any]) -> None:
 
 
 SAYS = {
-    "full": "shrunk by Hypothesis until it stopped",
-    "until readable": f"first failing story of at most {MAX_STEPS} steps",
+    "full": "shrunk by Hypothesis until it stopped, then the steps",
+    "until readable": "the first failing story met, with the steps the failure does not need",
     "none": "as first met, not shrunk",
 }
 

@@ -4,7 +4,8 @@ invariant it breaks, with a shrunk counterexample a person can read.
 The broken policies are in :mod:`connmgr.testing.mutants`, the cases and the search in
 :mod:`connmgr.testing.evidence` (the main job measures the same). The search is
 derandomized so that a run in CI explores the same examples every time; the counterexample
-Hypothesis reports is checked for the invariant's name and for being short.
+found, with the steps it does not need deleted, is checked for the invariant's name and for
+being short.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from connmgr.testing.evidence import (
     MutantCase,
     Shrinking,
     find_counterexample,
+    invariant_of,
+    replay_failure,
     search_settings,
+    shorten,
 )
 from connmgr.testing.machines import Step, World, check_safety, check_same_routing, pair_machine
 from connmgr.testing.mutants import MergeByHostPort, StaleEndpoint, TrustsHostPort
@@ -34,9 +38,9 @@ SEARCH = search_settings(300, 6, derandomize=True)
 
 @pytest.mark.parametrize("case", MUTANT_CASES, ids=lambda c: c.name)
 def test_the_invariant_a_mutant_breaks_catches_it(case: MutantCase) -> None:
-    # The search ends at the first failing story a reader can follow; shrinking on to the
-    # shortest story is the main job's (its report shows it), and takes Hypothesis's
-    # five-minute limit for StaleEndpoint.
+    # The first failing story met, with the steps the failure does not need deleted: it
+    # must be one a reader can follow. Hypothesis's own shrinking is the main job's (its
+    # report shows it), and takes Hypothesis's five-minute limit for StaleEndpoint.
     found = find_counterexample(case, shrink=Shrinking.UNTIL_READABLE)
     assert found is not None, f"{case.name}: no counterexample"
     assert found.message.startswith(case.expects), found.message
@@ -44,16 +48,26 @@ def test_the_invariant_a_mutant_breaks_catches_it(case: MutantCase) -> None:
     assert found.steps <= MAX_STEPS, "\n".join(found.notes)
 
 
-def test_a_search_until_readable_shrinks_a_story_met_too_long() -> None:
-    # StaleEndpoint's first failing example is longer than a reader can follow: ending
-    # "until readable" means Hypothesis shrank it, not that the first failure was kept.
+def test_a_search_until_readable_shortens_the_story_it_met() -> None:
+    # The readable story is the one met, with steps deleted: the same world, a subsequence
+    # of the steps, still failing the same invariant, and no single step of it can go.
     case = MUTANTS["StaleEndpoint"]
     met = find_counterexample(case, shrink=Shrinking.NONE)
     readable = find_counterexample(case, shrink=Shrinking.UNTIL_READABLE)
     assert met is not None and readable is not None
-    assert met.steps > MAX_STEPS >= readable.steps
-    assert readable.examples > met.examples
-    assert readable.message.startswith(case.expects)
+    assert readable.world == met.world and readable.met_steps == met.steps
+    assert readable.steps < met.steps and _is_subsequence(readable.story, met.story)
+    assert readable.invariant == met.invariant is not None
+    machine = pair_machine(MUTANT_BASELINE, case.mutant)
+    for i in range(readable.steps):
+        fewer = readable.story[:i] + readable.story[i + 1 :]
+        failure = replay_failure(machine, readable.world, fewer)
+        assert failure is None or invariant_of(failure) != readable.invariant, fewer
+
+
+def _is_subsequence(part: tuple[Step, ...], whole: tuple[Step, ...]) -> bool:
+    steps = iter(whole)
+    return all(any(step == s for s in steps) for step in part)
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
@@ -85,6 +99,28 @@ STALE_STEPS = (
     Step("share_endpoint", 1, other=2),
     Step("wait", ms=330_000.0),
 )
+
+
+def test_shorten_deletes_the_steps_a_failure_does_not_need() -> None:
+    # STALE_STEPS padded with steps that play no part in the failure: a drop elsewhere,
+    # short waits, a restore, the coordinator moving after the stale commit.
+    padded = (
+        Step("drop_connections", 2),
+        Step("wait", ms=0.2),
+        *STALE_STEPS[:2],
+        Step("restore_preferred"),
+        Step("drop_connections", 3),
+        Step("wait", ms=1.0),
+        STALE_STEPS[2],
+        Step("move_coordinator", 2),
+        Step("wait", ms=3500.0),
+    )
+    machine = pair_machine(MUTANT_BASELINE, StaleEndpoint)
+    message = replay_failure(machine, STALE_WORLD, padded)
+    assert message is not None and message.startswith("safety: OFFSET_COMMIT")
+    assert shorten(machine, STALE_WORLD, padded, message) == STALE_STEPS
+    # The proposed policy passes the padded story: the failure is the mutant's.
+    assert replay_failure(pair_machine(MUTANT_BASELINE), STALE_WORLD, padded) is None
 
 
 def test_a_connection_kept_past_an_endpoint_change_fails_safety() -> None:

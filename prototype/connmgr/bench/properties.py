@@ -22,7 +22,6 @@ from connmgr.bench.schema import ColumnType
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.testing.evidence import (
-    MAX_STEPS,
     MUTANT_BASELINE,
     MUTANTS,
     Counterexample,
@@ -175,10 +174,13 @@ def property_tables(results: Mapping[str, Any]) -> list[Table]:
 
 
 _SHRUNK = {
-    Shrinking.FULL: "each counterexample shrunk by Hypothesis until it stopped.",
+    Shrinking.FULL: (
+        "each counterexample shrunk by Hypothesis until it stopped, then the steps the "
+        "failure does not need deleted."
+    ),
     Shrinking.UNTIL_READABLE: (
-        f"each search ended at its first failing story of at most {MAX_STEPS} steps "
-        "(shrunk until it was that short, not further)."
+        "each counterexample the first failing story met, with the steps the failure does "
+        "not need deleted (not shrunk by Hypothesis)."
     ),
     Shrinking.NONE: "each counterexample as first met, not shrunk.",
 }

@@ -14,14 +14,14 @@ counted at each teardown, so they include the runs Hypothesis makes while shrink
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from connmgr.testing.machines import PairMachine, Step, pair_machine, redialled
+from connmgr.testing.machines import PairMachine, Step, World, pair_machine, redialled
 from connmgr.testing.mutants import (
     EagerDialer,
     IgnoresBudget,
@@ -45,8 +45,9 @@ rules; java-today is the client most readers run."""
 MUTANT_EXAMPLES = 2_000
 """The search for a mutant's counterexample stops at the first failure, so a generous budget
 costs nothing when the mutant is caught early: generating is cheap (a few ms an example),
-shrinking is what takes the time. Each mutant is met within 900 examples today (StaleEndpoint,
-the rarest story -- a connection, a move, a metadata refresh -- near example 650). The search
+shrinking is what takes the time. Each mutant has been met within 900 examples (StaleEndpoint,
+the rarest story -- a connection, a move, a metadata refresh -- between examples 230 and
+650: where moves with the package's own constants, see below). The search
 is the same in every process (:mod:`connmgr.testing.constants`); before it was, StaleEndpoint
 was met near example 300 in one process and missed by a 300-example budget in CI."""
 
@@ -58,12 +59,13 @@ class Shrinking(Enum):
     """How far a mutant's search shortens the failing story it met."""
 
     FULL = "full"
-    """Hypothesis shrinks until it stops (the job's report shows the shortest story it
-    finds; for StaleEndpoint that is Hypothesis's five-minute shrinking limit)."""
+    """Hypothesis shrinks until it stops (the world, the values and the steps; for
+    StaleEndpoint that is Hypothesis's five-minute shrinking limit), then :func:`shorten`
+    deletes the steps left that the failure does not need."""
     UNTIL_READABLE = "until readable"
-    """The search ends at the first failing story of at most :data:`MAX_STEPS` steps,
-    whether met while generating or while shrinking (what a test needs: the invariant
-    caught the mutant with a story a reader can follow)."""
+    """The first failing story met, its steps deleted by :func:`shorten` until none can go
+    (the world as met): what a test needs -- the invariant caught the mutant with a story a
+    reader can follow -- in seconds where Hypothesis's shrinking takes minutes."""
     NONE = "none"
     """The first failing example, as met."""
 
@@ -214,10 +216,14 @@ class Counterexample:
     mutant: str
     message: str
     """The failure message (its first line names the invariant)."""
-    notes: tuple[str, ...]
-    """The shrunk counterexample: ``world: ...`` then one ``step ...`` line per step."""
+    world: World
+    story: tuple[Step, ...]
+    """The failing story's steps, shortened as the search's :class:`Shrinking` says."""
     examples: int
     seconds: float
+    met_steps: int
+    """How many steps the failing story had before :func:`shorten` (as met, or as
+    Hypothesis shrank it)."""
 
     @property
     def invariant(self) -> str | None:
@@ -225,7 +231,15 @@ class Counterexample:
 
     @property
     def steps(self) -> int:
-        return sum(1 for n in self.notes if n.startswith("step"))
+        return len(self.story)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The counterexample as Hypothesis prints one: ``world: ...`` then ``step i: ...``."""
+        return (
+            f"world: {self.world}",
+            *(f"step {i}: {step}" for i, step in enumerate(self.story, 1)),
+        )
 
 
 def find_counterexample(
@@ -239,71 +253,90 @@ def find_counterexample(
     the same examples every time); None if nothing failed within the budget. ``shrink``
     says how far the failing story is shortened (:class:`Shrinking`)."""
     counter = _Counter()
-    machine = _counted(pair_machine(baseline, case.mutant), counter)
-    if shrink is Shrinking.UNTIL_READABLE:
-        machine = _stops_when_readable(machine)
+    pair = pair_machine(baseline, case.mutant)
+    last: list[PairMachine] = []
     started = time.perf_counter()
     try:
         run_state_machine_as_test(
-            machine,
+            _remembered(_counted(pair, counter), last),
             settings=search_settings(
                 max_examples,
                 case.step_count,
                 derandomize=True,
-                shrink=shrink is not Shrinking.NONE,
+                shrink=shrink is Shrinking.FULL,
             ),
         )
     except AssertionError as e:
-        message, story = str(e), tuple(_story(e))
-    except _Readable as r:
-        message, story = r.message, r.story
+        message = str(e)
     else:
         return None
+    # Hypothesis reports a failure by running its example once more, last: the last
+    # machine built lived the story reported.
+    failed = last[-1]
+    assert failed.world is not None, message
+    world, met = failed.world, tuple(failed.steps)
+    story = met if shrink is Shrinking.NONE else shorten(pair, world, met, message)
+    if story != met:
+        message = replay_failure(pair, world, story) or message
     return Counterexample(
-        case.name, message, story, counter.examples, time.perf_counter() - started
+        case.name, message, world, story, counter.examples, time.perf_counter() - started, len(met)
     )
 
 
-class _Readable(BaseException):
-    """Raised through Hypothesis (which re-raises what is not an ``Exception``, as it does a
-    KeyboardInterrupt) to end a search at a failing story short enough to read."""
+def shorten(
+    machine: type[PairMachine], world: World, story: Sequence[Step], message: str
+) -> tuple[Step, ...]:
+    """``story`` (which fails with ``message`` in ``world`` on ``machine``) with steps
+    deleted one at a time for as long as what is left still fails the same invariant, until
+    no single step can go.
 
-    def __init__(self, message: str, story: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.message = message
-        self.story = story
+    Hypothesis's shrinker shortens a stateful story too, but it also simplifies the world
+    and the values drawn, and a deletion there is one guess among many: it can stop at a
+    story with steps that do nothing for the failure (repeated drops, a wait of 0.2 ms).
+    Deleting them here is cheap (a replay is milliseconds) and keeps the world and every
+    other step as they were. A story a deletion makes impossible (a step on a broker that is
+    no longer there) does not reproduce; a message naming no invariant is not shortened."""
+    invariant = invariant_of(message)
+    current = tuple(story)
+    if invariant is None:
+        return current
+    shortened = True
+    while shortened:
+        shortened = False
+        i = 0
+        while i < len(current):
+            trial = current[:i] + current[i + 1 :]
+            failure = replay_failure(machine, world, trial)
+            if failure is not None and invariant_of(failure) == invariant:
+                current, shortened = trial, True
+            else:
+                i += 1
+    return current
 
 
-def _stops_when_readable(machine: type[PairMachine]) -> type[PairMachine]:
-    """``machine``, ending the search at its first failure of at most :data:`MAX_STEPS`
-    steps; a longer failure is left to Hypothesis, which shrinks it and so tries shorter
-    stories until one fails."""
+def replay_failure(machine: type[PairMachine], world: World, story: Sequence[Step]) -> str | None:
+    """The failure message of ``story`` replayed on ``machine``; None if it passes or
+    cannot be lived."""
+    try:
+        machine.replay(world, story)
+    except AssertionError as e:
+        return str(e)
+    except Exception:  # a deletion left a step that no longer applies: not a reproduction
+        return None
+    return None
 
-    class Readable(machine):  # type: ignore[valid-type,misc]
-        def _readable(self, e: AssertionError) -> None:
-            if self.world is not None and len(self.steps) <= MAX_STEPS:
-                story = (
-                    f"world: {self.world}",
-                    *(f"step {i}: {step}" for i, step in enumerate(self.steps, 1)),
-                )
-                raise _Readable(str(e), story) from e
 
-        def check_invariants(self, *args: Any, **kwargs: Any) -> None:
-            try:
-                super().check_invariants(*args, **kwargs)
-            except AssertionError as e:
-                self._readable(e)
-                raise
+def _remembered(machine: type[PairMachine], into: list[PairMachine]) -> type[PairMachine]:
+    """``machine``, each instance appended to ``into`` as it is built (the last one is the
+    example Hypothesis reports)."""
 
-        def teardown(self) -> None:
-            try:
-                super().teardown()
-            except AssertionError as e:
-                self._readable(e)
-                raise
+    class Remembered(machine):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            into[:] = [self]
 
-    Readable.__name__ = machine.__name__
-    return Readable
+    Remembered.__name__ = machine.__name__
+    return Remembered
 
 
 def _story(e: BaseException) -> list[str]:

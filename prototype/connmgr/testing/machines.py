@@ -41,6 +41,7 @@ counterexample drive the same machines; :func:`pair_machine` makes one per basel
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from hypothesis import note
@@ -152,18 +153,38 @@ class PairMachine(RuleBasedStateMachine):
     @initialize(world=worlds())
     def start(self, world: World) -> None:
         note(f"world: {world}")
+        self._begin(world)
+
+    def feed(self, step: Step) -> None:
+        note(f"step {len(self.steps) + 1}: {step}")
+        self._apply(step)
+
+    def _begin(self, world: World) -> None:
         self.world = world
         self.candidate = world.simulator(self.CANDIDATE, candidate=True)
         self.baseline = world.simulator(self.BASELINE, candidate=False)
         self.story = Story.begin(world, self.candidate.cluster)
 
-    def feed(self, step: Step) -> None:
-        note(f"step {len(self.steps) + 1}: {step}")
+    def _apply(self, step: Step) -> None:
         self.steps.append(step)
         step.apply(self.candidate)
         step.apply(self.baseline)
         # Both clusters are the same truth; the candidate's is read.
         self.story = self.story.then(step, self.candidate.cluster)
+
+    @classmethod
+    def replay(cls, world: World, steps: Sequence[Step]) -> None:
+        """Live ``world`` and ``steps`` outside a search, through the same checks a search
+        makes (the invariants after the start and after every step, determinism at the
+        end): raises the ``AssertionError`` a search meeting this story would. What a
+        shrinker outside Hypothesis needs (:mod:`connmgr.testing.evidence`)."""
+        machine = cls()
+        machine._begin(world)
+        machine.invariants_hold()
+        for step in steps:
+            machine._apply(step)
+            machine.invariants_hold()
+        machine.teardown()
 
     # --- helpers -------------------------------------------------------------------------
 
