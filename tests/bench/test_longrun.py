@@ -246,8 +246,16 @@ def test_each_variant_runs_seven_clients_of_its_own() -> None:
         assert all(s.extra["security.protocol"] == "SASL_SSL" for s in mine)
     stock, patched = ({(s.topic, s.group, s.transactional_id) for s in specs[v]} for v in specs)
     assert not stock & patched  # nothing shared but the brokers
-    assert settings.schedule(offset_s=10.0).restart_s == pytest.approx(70.0)
-    for bad in ({"minutes": 0}, {"restart_at": 0.7}, {"move": 4}, {"sample_s": 0}):
+    # Every life ends start_s + minutes after the launch; the phases divide what is left.
+    assert settings.end_s == pytest.approx(settings.start_s + 180.0)
+    up = settings.start_s - 60.0
+    schedule = settings.schedule(up)
+    assert schedule.end_s == settings.end_s
+    assert schedule.restart_s == pytest.approx(up + 240.0 * settings.restart_at)
+    assert schedule.move_s == pytest.approx(up + 240.0 * settings.move_at)
+    late = settings.schedule(settings.end_s + 5.0)  # up after the lives ended: at once
+    assert late.restart_s == late.move_s == settings.end_s + 5.0
+    for bad in ({"minutes": 0}, {"restart_at": 0.7}, {"move": 4}, {"sample_s": 0}, {"start_s": 0}):
         with pytest.raises(ConfigError):
             LongRunSettings(**bad)  # type: ignore[arg-type]
 

@@ -72,12 +72,22 @@ def test_the_comparison_tells_the_patch_from_todays_client(scenario: str) -> Non
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_patch_keeps_fewer_sockets_and_loses_no_record(scenario: str) -> None:
     """Patched against stock 4.3.1: the same dials, the bootstrap connections gone by the
-    steady count, every record through."""
+    steady count, every record through.
+
+    "The same dials" given the same picks: the telemetry sender's first request races the
+    producer's own first connection and goes to a broker not yet dialled in some runs of
+    either client (opened 5 or 6 at 1,000 brokers). So the patched run is held against stock
+    4.3.1 as java-today predicts it with the patched run's picks (java-today is exact for
+    stock, test above), and against the stock run itself when both made the same picks."""
     patched, stock = _real(scenario, "4.3.1-patched"), _real(scenario, "4.3.1")
     closed = patched.steady_summary["by_role"]["bootstrap"]["closed"]
     assert stock.steady_summary["by_role"]["bootstrap"]["closed"] == 0
-    assert patched.steady_summary["opened"] == stock.steady_summary["opened"]
-    assert patched.steady_summary["steady"] == stock.steady_summary["steady"] - closed
+    stock_same_picks = patched.simulate("java-today", patched.replay_settings())
+    assert patched.steady_summary["opened"] == stock_same_picks.opened
+    assert patched.steady_summary["steady"] == stock_same_picks.steady - closed
+    if patched.replay_settings() == stock.replay_settings():
+        assert patched.steady_summary["opened"] == stock.steady_summary["opened"]
+        assert patched.steady_summary["steady"] == stock.steady_summary["steady"] - closed
     for run in (patched, stock):
         if run.spec.client.value == "producer":
             assert run.records_acked == run.records_sent == 60

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -590,3 +591,43 @@ def test_sampler_exceptions_propagate_after_release(
             log_path=tmp_path / "p.log",
         )
     assert time.monotonic() - started < 60
+
+
+def test_a_settle_until_an_instant_ends_every_client_there(
+    builds: dict[str, ProbeBuild], cluster: MockCluster, tmp_path: Path
+) -> None:
+    """Clients started seconds apart with the same ``settle_until`` end their settle at that
+    instant, not ``settle_ms`` after their own start (how a long run ends every life
+    together, however long each JVM took to start)."""
+    for endpoints in _endpoints(cluster, NEW):
+        boot = _bootstrap(endpoints, "all")
+        until = time.time() + 15.0
+
+        def live(
+            client: str,
+            delay_s: float,
+            boot: str = boot,
+            until: float = until,
+            endpoints: Mapping[int, Address] = endpoints,
+        ) -> JavaRun[KernelSample]:
+            time.sleep(delay_s)
+            return _run(
+                builds[NEW],
+                client,
+                boot,
+                endpoints,
+                tmp_path,
+                records=5 if client == "producer" else 0,
+                settle_ms=600_000,
+                settle_until=until,
+                life_every_ms=500,
+            )
+
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(live, ("producer", "consumer"), (0.0, 4.0)))
+        end = datetime.fromtimestamp(until)
+        assert runs[1].started_at - runs[0].started_at > timedelta(seconds=3)
+        for run in runs:
+            # The steady line follows the settle's end: after it, within a life tick and a
+            # flush (settle_ms alone would have kept both for ten minutes).
+            assert end <= run.steady.log_time < end + timedelta(seconds=5), run.steady

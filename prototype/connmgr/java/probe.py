@@ -152,6 +152,7 @@ def run_probe(
     sample: Callable[[int], T],
     group: str | None = None,
     settle_ms: int = 1000,
+    settle_until: float | None = None,
     life_every_ms: int = 0,
     wait_ms: int = 0,
     extra: Mapping[str, str] | None = None,
@@ -168,7 +169,9 @@ def run_probe(
     Starts ``java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp ... connmgr.probe.Probe``
     as a ``client`` against ``bootstrap`` (producer: ``records`` records round-robin over
     ``partitions`` partitions of ``topic``, acks=all; consumer: group ``group`` reads ``records``
-    records and commits), waits for its steady line (after ``settle_ms``; with
+    records and commits), waits for its steady line (after ``settle_ms``, or at
+    ``settle_until`` -- a :func:`time.time` instant, the same for every client of a long
+    run however long each JVM takes to start -- if given; with
     ``life_every_ms`` the client keeps working through the settle -- a non-transactional
     producer sends one more record, a consumer commits, every ``life_every_ms`` -- and the
     producer flushes before its steady line, so every record sent is acknowledged; an admin
@@ -199,6 +202,7 @@ def run_probe(
         log_path = Path(tempfile.mkdtemp(prefix="connmgr-java-probe-")) / f"{client}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path = log_path.with_name(log_path.name + ".stderr")
+    settle_for = settle_ms if settle_until is None else round((settle_until - time.time()) * 1000)
     args = [
         str(build.java),
         *JVM_OPTIONS,
@@ -217,6 +221,11 @@ def run_probe(
         str(records),
         "--settle-ms",
         str(settle_ms),
+        *(
+            ()
+            if settle_until is None
+            else ("--settle-until-epoch-ms", str(round(settle_until * 1000)))
+        ),
         "--wait-ms",
         str(wait_ms),
         "--life-every-ms",
@@ -227,8 +236,10 @@ def run_probe(
         log_level,
         # The probe's own deadline for producing/consuming, inside ours for the steady line.
         "--timeout-ms",
-        str(max(1, int(timeout_s * 1000) - settle_ms - 5000)),
+        str(max(1, int(timeout_s * 1000) - settle_for - 5000)),
     ]
+    if settle_until is not None:
+        args += ["--settle-until-epoch-ms", str(round(settle_until * 1000))]
     if group:
         args += ["--group", group]
     if transaction is not None:

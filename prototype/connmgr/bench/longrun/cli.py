@@ -36,6 +36,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--minutes", type=float, default=60.0, help="client life (default 60)")
     p.add_argument(
+        "--start-s",
+        type=float,
+        default=120.0,
+        help=(
+            "seconds the client JVMs are given to start and get past their bootstrap; every "
+            "life ends --start-s plus --minutes after the launch (default 120)"
+        ),
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=Path("reports/longrun"),
@@ -62,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = LongRunSettings(
         minutes=args.minutes,
+        start_s=args.start_s,
         out=args.out,
         rtt_ms=args.rtt_ms,
         sample_s=args.sample_s,

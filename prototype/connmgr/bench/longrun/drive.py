@@ -50,11 +50,8 @@ from connmgr.realkafka import KAFKA_VERSION, BrokerMove, KafkaCluster
 __all__ = ["ClientOutcome", "LongRunResult", "PhaseEvent", "run_longrun"]
 
 _MARGIN_S = 600.0
-"""How long past its life a client may take to start and to close (JVM start-up on a loaded
-machine, a close that waits for a broker)."""
-_UP_TIMEOUT_S = 300.0
-"""How long the phases wait for every client to be past its bootstrap before they start
-anyway."""
+"""How long past the end of the lives a client may take to close (a close that waits for a
+broker, a loaded machine)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +187,7 @@ def _run(
     logged = [logs / f"{spec.variant.slug}-{spec.name}.log" for spec in specs]
     move = _phases(cluster, settings, origin, events, sampler, logged, problems, say)
     for thread in threads:
-        thread.join(max(1.0, origin + settings.life_s + _MARGIN_S - time.time()))
+        thread.join(max(1.0, origin + settings.end_s + _MARGIN_S - time.time()))
     sasl_after = dict(cluster.access("SASL_SSL").endpoints)
     sockets = sampler.stop()
     try:
@@ -244,11 +241,12 @@ def _client(
             records=0,
             group=spec.group,
             settle_ms=settings.life_ms,
+            settle_until=started_at.timestamp() + settings.end_s,
             life_every_ms=spec.every_ms,
             extra=spec.extra,
             log_path=log,
             log_level="DEBUG",
-            timeout_s=settings.life_s + _MARGIN_S,
+            timeout_s=settings.end_s + _MARGIN_S,
             transaction=(
                 None
                 if spec.transactional_id is None
@@ -277,9 +275,10 @@ def _phases(
     say: Callable[[str], None],
 ) -> BrokerMove | None:
     """Once every client is past its bootstrap (its log, in ``logged``, shows a broker's
-    connection ready: JVMs take a while to start side by side), the rolling restart, then
-    the move, each at its time from then (the move no earlier than the restart's end);
-    returns the move, None if it did not happen."""
+    connection ready: JVMs take a while to start side by side), or ``start_s`` after the
+    launch (a problem then), the rolling restart, then the move, each at its fraction of the
+    lives' time left (:meth:`LongRunSettings.schedule`; the move no earlier than the
+    restart's end); returns the move, None if it did not happen."""
 
     def now() -> float:
         return time.time() - origin
@@ -288,13 +287,18 @@ def _phases(
         events.append(PhaseEvent(now(), what, broker, detail))
         say(f"t={now():7.1f}s {what}{f' broker {broker}' if broker else ''} {detail}".rstrip())
 
-    deadline = time.monotonic() + _UP_TIMEOUT_S
     up: set[Path] = set()
-    while len(up) < len(logged) and time.monotonic() < deadline:
+    while len(up) < len(logged) and now() < settings.start_s:
         up |= {log for log in logged if log not in up and _past_bootstrap(log)}
         time.sleep(0.25)
     note("clients-up", None, f"{len(up)} of {len(logged)} clients past their bootstrap")
-    schedule = settings.schedule(offset_s=now())
+    if len(up) < len(logged):
+        late = ", ".join(sorted(log.stem for log in logged if log not in up))
+        problems.append(
+            f"not past their bootstrap {settings.start_s:g} s after the launch: {late} "
+            "(the phases went ahead without them)"
+        )
+    schedule = settings.schedule(now())
     try:
         time.sleep(max(0.0, schedule.restart_s - now()))
         note("restart-begin")

@@ -73,11 +73,16 @@ CLIENT_NAMES: Final = ("producer", "classic-1", "classic-2", "kip848-1", "kip848
 
 @dataclass(frozen=True, slots=True)
 class LongRunSettings:
-    """The run's knobs. ``minutes`` is the clients' life (the phases scale with it: the
-    rolling restart starts at ``restart_at`` of it, the move at ``move_at``); rates are
-    per client."""
+    """The run's knobs. ``minutes`` is the clients' life: every client lives until
+    ``start_s + minutes`` after the launch, whenever its JVM got going; the phases scale with
+    what is left of it once every client is past its bootstrap (the rolling restart starts at
+    ``restart_at`` of that window, the move at ``move_at``). Rates are per client."""
 
     minutes: float = 60.0
+    start_s: float = 120.0
+    """What the clients' JVMs are given to start side by side and get past their bootstrap
+    (20-50 s on a loaded 2-core machine): a client still not past it then is a problem of
+    the run, and its life is that much shorter."""
     out: Path = Path("reports/longrun")
     rtt_ms: float = 0.0
     sample_s: float = 5.0
@@ -100,6 +105,8 @@ class LongRunSettings:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.minutes) and self.minutes > 0):
             raise ConfigError(f"minutes must be > 0, got {self.minutes!r}")
+        if not (math.isfinite(self.start_s) and self.start_s > 0):
+            raise ConfigError(f"start_s must be > 0, got {self.start_s!r}")
         if not (self.rtt_ms >= 0 and self.sample_s > 0):
             raise ConfigError("rtt_ms must be >= 0 and sample_s > 0")
         if not 0 < self.restart_at < self.move_at < 1:
@@ -122,24 +129,26 @@ class LongRunSettings:
     def life_ms(self) -> int:
         return round(self.life_s * 1000.0)
 
-    def schedule(self, offset_s: float = 0.0) -> Schedule:
-        """The phases' times for lives that began ``offset_s`` after the launch."""
-        return Schedule(
-            offset_s + self.life_s * self.restart_at,
-            offset_s + self.life_s * self.move_at,
-            offset_s + self.life_s,
-        )
+    @property
+    def end_s(self) -> float:
+        """When every life ends, in seconds from the launch."""
+        return self.start_s + self.life_s
+
+    def schedule(self, up_s: float) -> Schedule:
+        """The phases' times once every client was past its bootstrap ``up_s`` after the
+        launch: at their fractions of the window left until :attr:`end_s`."""
+        window = max(0.0, self.end_s - up_s)
+        return Schedule(up_s + window * self.restart_at, up_s + window * self.move_at, self.end_s)
 
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """Seconds from the clients' launch: when the rolling restart starts, when the move
-    starts (or as soon as the restart is over, if that is later), when the lives end (about:
-    each client's life begins when its JVM has started)."""
+    starts (or as soon as the restart is over, if that is later), when every life ends."""
 
     restart_s: float
     move_s: float
-    life_s: float
+    end_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from connmgr.bench.longrun.figures import RunFigures, figures
 from connmgr.bench.longrun.records import RecordCheck
 from connmgr.bench.longrun.summary import BURST_TAIL_S, ROLES, broker_series, jmx_series
 from connmgr.java.jmx import ATTRIBUTES
+from connmgr.java.patched import SWITCHES
 
 __all__ = ["write_report"]
 
@@ -90,6 +91,7 @@ def _summary(result: LongRunResult, figs: RunFigures) -> dict[str, Any]:
         "started_at": result.started_at.isoformat(timespec="seconds"),
         "finished_at": result.finished_at.isoformat(timespec="seconds"),
         "minutes": s.minutes,
+        "start_s": s.start_s,
         "rtt_ms": s.rtt_ms,
         "kafka": result.kafka_version,
         "events": [asdict(e) for e in result.events],
@@ -153,7 +155,9 @@ def _page(result: LongRunResult, figs: RunFigures) -> list[str]:
         f"local time ({took.total_seconds() / 60:.1f} min of client life and close; the "
         f"cluster started in {result.cluster_start_s:.0f} s before that). Command: "
         "`python -m connmgr.bench.longrun "
-        f"--minutes {s.minutes:g} --rtt-ms {s.rtt_ms:g} --sample-s {s.sample_s:g}`.",
+        f"--minutes {s.minutes:g} --start-s {s.start_s:g} --rtt-ms {s.rtt_ms:g} "
+        f"--sample-s {s.sample_s:g}`. Every client lived until {s.start_s:g} s + "
+        f"{s.minutes:g} min after the launch, whenever its JVM had started.",
         "",
         "## What ran",
         "",
@@ -169,8 +173,9 @@ def _page(result: LongRunResult, figs: RunFigures) -> list[str]:
         f"every {s.txn_every_ms} ms on a topic of its own. The variants have their own topics, "
         "groups and transactional ids, and share the brokers.",
         f"- Variants: {', '.join(names)}; the patched client runs with "
-        "`bootstrap.connection.close.enable=true` and `connection.role.metrics.enable=true`.",
-        f"- At {s.restart_at:.0%} of the life a rolling restart: brokers "
+        f"{', '.join(f'`{k}={v}`' for k, v in SWITCHES.items())}.",
+        f"- Once every client was past its bootstrap, at {s.restart_at:.0%} of the lives' time "
+        "left a rolling restart: brokers "
         f"{', '.join(map(str, s.restart))} in turn, each a controlled shutdown, the same "
         "node started again, preferred leaders restored."
         f" At {s.move_at:.0%} (or when the restart was over) broker {s.move} moved: "

@@ -56,7 +56,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       {@code --offsets-group} also sendOffsetsToTransaction (the offset of partition 0 of
  *       {@code --offsets-topic} for that group: the producer side of consume-transform-produce),
  *       commitTransaction; every record must be acked;</li>
- *   <li>settle for {@code --settle-ms} (the consumer keeps polling, as an application would);
+ *   <li>settle for {@code --settle-ms}, or until the wall-clock instant
+ *       {@code --settle-until-epoch-ms} (the consumer keeps polling, as an application would);
  *       with {@code --life-every-ms N} the client lives through the settle: a plain producer
  *       sends one more record every N ms (round-robin, as above) and flushes at its end, so
  *       every record is acked before the steady line; a consumer commits (commitAsync, as a
@@ -125,6 +126,10 @@ public final class Probe {
         int records = 0;
         String group;
         long settleMs = 0;
+        /** The settle ends at this wall-clock instant (epoch ms) instead of after settleMs
+         *  (0: not given): every client of a long run ends its life together, however long
+         *  its JVM took to start. */
+        long settleUntilEpochMs = 0;
         /** Wait after construction (and subscribe) before the first send or poll. */
         long waitMs = 0;
         /** A scaled life: work every this many ms through the settle (0: idle settle). */
@@ -161,6 +166,7 @@ public final class Probe {
                     case "--records": a.records = nonNegativeInt(flag, value); break;
                     case "--group": a.group = value; break;
                     case "--settle-ms": a.settleMs = nonNegativeInt(flag, value); break;
+                    case "--settle-until-epoch-ms": a.settleUntilEpochMs = positiveLong(flag, value); break;
                     case "--wait-ms": a.waitMs = nonNegativeInt(flag, value); break;
                     case "--life-every-ms": a.lifeEveryMs = nonNegativeInt(flag, value); break;
                     case "--log": a.log = value; break;
@@ -222,6 +228,19 @@ public final class Probe {
             if (value == null || value.isEmpty()) {
                 throw new UsageError(flag + " is required");
             }
+        }
+
+        private static long positiveLong(String flag, String value) {
+            long n;
+            try {
+                n = Long.parseLong(value);
+            } catch (NumberFormatException e) {
+                throw new UsageError(flag + " wants an integer, got " + value);
+            }
+            if (n <= 0) {
+                throw new UsageError(flag + " must be > 0, got " + value);
+            }
+            return n;
         }
 
         private static int nonNegativeInt(String flag, String value) {
@@ -360,7 +379,7 @@ public final class Probe {
             if (args.lifeEveryMs > 0) {
                 liveProducer(producer);
             } else {
-                Thread.sleep(args.settleMs);
+                Thread.sleep(settleMs());
             }
             return finish(producer, connectionMetrics(producer.metrics(), "producer-metrics"));
         }
@@ -415,7 +434,7 @@ public final class Probe {
             if (args.txnLife && args.lifeEveryMs > 0) {
                 liveTransactions(producer);
             } else {
-                Thread.sleep(args.settleMs);
+                Thread.sleep(settleMs());
             }
             return finish(producer, connectionMetrics(producer.metrics(), "producer-metrics"));
         }
@@ -423,7 +442,7 @@ public final class Probe {
         /** The producer's life: a record every --life-every-ms through --settle-ms, then
          *  flush; every record sent must be acked (a send through a broker restart waits). */
         private void liveProducer(KafkaProducer<byte[], byte[]> producer) throws Exception {
-            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
             int[] next = {args.records};
             eachLifeTick(end, () -> sendOne(producer, next[0]++));
             producer.flush();
@@ -438,7 +457,7 @@ public final class Probe {
          *  and, with --allow-send-errors, its record named in aborted_records (otherwise the
          *  run fails); an error that forbids the abort (a fenced producer) always fails it. */
         private void liveTransactions(KafkaProducer<byte[], byte[]> producer) throws Exception {
-            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
             int[] next = {args.records};
             eachLifeTick(end, () -> {
                 int number = next[0]++;
@@ -463,6 +482,15 @@ public final class Probe {
         @FunctionalInterface
         private interface LifeTick {
             void run() throws Exception;
+        }
+
+        /** How long the settle lasts from now: until --settle-until-epoch-ms if given, else
+         *  --settle-ms. */
+        private long settleMs() {
+            if (args.settleUntilEpochMs > 0) {
+                return Math.max(0, args.settleUntilEpochMs - System.currentTimeMillis());
+            }
+            return args.settleMs;
         }
 
         /** Sleeps --life-every-ms at a time until {@code end} ({@link System#nanoTime()}), running
@@ -508,12 +536,12 @@ public final class Probe {
             clientStart = System.nanoTime();
             AdminClient admin = AdminClient.create(props);
             waitPhase();
-            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
             pollAdmin(admin);
             if (args.lifeEveryMs > 0) {
                 eachLifeTick(end, () -> pollAdmin(admin));
             } else {
-                Thread.sleep(args.settleMs);
+                Thread.sleep(settleMs());
             }
             return finish(admin, connectionMetrics(admin.metrics(), "admin-client-metrics"));
         }
@@ -556,7 +584,7 @@ public final class Probe {
             consumer.commitSync();
             // Keep polling while settling, as a live application would: the fetch sessions
             // and heartbeats it keeps up are part of the steady state being measured.
-            long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.settleMs);
+            long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
             long nextCommit = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.lifeEveryMs);
             while (System.nanoTime() < settleEnd) {
                 long left = TimeUnit.NANOSECONDS.toMillis(settleEnd - System.nanoTime());
