@@ -26,6 +26,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (dials started), {@code connection-creation-*} (TCP connects completed) and {@code connection-close-*} (sockets
  * closed, failed dials included). Summed over the roles, attempts minus closes equals the count.
  * <p>
+ * Close reasons, registered with the same switch: group {@code <prefix>-connection-close-reason-metrics}, tag
+ * {@code reason} (a {@link CloseReason}'s {@code tag}) beside the client's own tags, one meter
+ * {@code connection-close-rate}/{@code connection-close-total} per reason, registered on that reason's first close. Every
+ * close is counted under exactly one reason, at the same point and with the same once-per-socket rule as its role, so
+ * summed over the reasons the close totals equal the sum over the roles.
+ * <p>
  * Called from {@link NetworkClient} only, on its one thread; the gauges may be read from any thread.
  */
 public final class ConnectionRoleMetrics {
@@ -36,6 +42,48 @@ public final class ConnectionRoleMetrics {
         public final String tag;
 
         Role(String tag) {
+            this.tag = tag;
+        }
+    }
+
+    /**
+     * Why a connection closed: the {@code reason} tag of group {@code <prefix>-connection-close-reason-metrics}. Each
+     * close {@link NetworkClient} makes or learns of maps to one value. {@link #STALE_ADDRESS} and {@link #UNNEEDED}
+     * are defined for the rules that will close for them (KIP (a)'s DNS re-resolution, KIP (b)'s prompt close) and not
+     * recorded yet: such a rule passes its value to {@link #closed(String, CloseReason)}. Later values may be added; a
+     * reader of the metrics treats an unknown reason as a close.
+     */
+    public enum CloseReason {
+        /** The selector expired the idle connection ({@code connections.max.idle.ms}). */
+        IDLE("idle"),
+        /** A client component asked: {@code disconnect(nodeId)} or {@code close(nodeId)}. */
+        REQUESTED("requested"),
+        /** A request on it timed out ({@code request.timeout.ms}). */
+        REQUEST_TIMEOUT("request_timeout"),
+        /** The dial did not complete within {@code socket.connection.setup.timeout.ms}. */
+        CONNECT_TIMEOUT("connect_timeout"),
+        /** The dial failed (refused, unroutable), or the connection closed before it became ready. */
+        CONNECT_FAILED("connect_failed"),
+        /** The broker rejected the client's authentication. */
+        AUTHENTICATION_FAILED("authentication_failed"),
+        /** A ready connection was closed by the broker or failed on an I/O error. */
+        CONNECTION_LOST("connection_lost"),
+        /** The client rebootstrapped ({@code metadata.recovery.strategy=rebootstrap}) and closed its connections. */
+        REBOOTSTRAP("rebootstrap"),
+        /** KIP (b0): metadata replaced the bootstrap cluster ({@code bootstrap.connection.close.enable}). */
+        BOOTSTRAP_REPLACED("bootstrap_replaced"),
+        /** KIP (a) rule 2: metadata moved the node to another endpoint ({@code endpoint.change.retire.enable}). */
+        ENDPOINT_CHANGED("endpoint_changed"),
+        /** KIP (a) rule 3: the host name now resolves elsewhere. Not recorded yet. */
+        STALE_ADDRESS("stale_address"),
+        /** KIP (b): the client no longer needs the connection (its prompt close). Not recorded yet. */
+        UNNEEDED("unneeded"),
+        /** The client closed. */
+        SHUTDOWN("shutdown");
+
+        public final String tag;
+
+        CloseReason(String tag) {
             this.tag = tag;
         }
     }
@@ -63,13 +111,19 @@ public final class ConnectionRoleMetrics {
         Sensor closes;
     }
 
+    private final Metrics metrics;
     private final String group;
+    private final String reasonGroup;
     private final Map<Role, RoleStats> stats = new EnumMap<>(Role.class);
+    /* One meter per reason, created on the reason's first close. */
+    private final Map<CloseReason, Sensor> reasonCloses = new EnumMap<>(CloseReason.class);
     /* Sockets held now, by node id: what a close is counted against, so a second close of one id counts once. */
     private final Map<String, Role> held = new HashMap<>();
 
     public ConnectionRoleMetrics(Metrics metrics, String metricGrpPrefix) {
+        this.metrics = metrics;
         this.group = metricGrpPrefix + "-connection-role-metrics";
+        this.reasonGroup = metricGrpPrefix + "-connection-close-reason-metrics";
         for (Role role : Role.values()) {
             RoleStats s = new RoleStats();
             Map<String, String> tags = Map.of("role", role.tag);
@@ -114,20 +168,35 @@ public final class ConnectionRoleMetrics {
             stats.get(role).creations.record();
     }
 
-    /** The socket to {@code nodeId} is closed, for whatever reason; a no-op if none is held. */
-    public void closed(String nodeId) {
+    /**
+     * The socket to {@code nodeId} is closed, for {@code reason}: one close of its role and one of the reason. A no-op
+     * if none is held, so a second close of one id is not a second close.
+     */
+    public void closed(String nodeId, CloseReason reason) {
         Role role = held.remove(nodeId);
         if (role == null)
             return;
         RoleStats s = stats.get(role);
         s.closes.record();
         s.count.decrementAndGet();
+        reasonCloses.computeIfAbsent(reason, this::reasonMeter).record();
     }
 
-    /** The client closes: every socket it holds is closed. */
-    public void closeAll() {
+    private Sensor reasonMeter(CloseReason reason) {
+        Map<String, String> tags = Map.of("reason", reason.tag);
+        Sensor sensor = metrics.sensor(reasonGroup + ":" + reason.tag + ":connection-close");
+        MetricName rate = metrics.metricName("connection-close-rate", reasonGroup,
+                "The number per second of connections closed for reason " + reason.tag, tags);
+        MetricName total = metrics.metricName("connection-close-total", reasonGroup,
+                "The total number of connections closed for reason " + reason.tag, tags);
+        sensor.add(new Meter(new WindowedCount(), rate, total));
+        return sensor;
+    }
+
+    /** The client closes: every socket it holds is closed, for {@code reason}. */
+    public void closeAll(CloseReason reason) {
         for (String nodeId : new HashMap<>(held).keySet())
-            closed(nodeId);
+            closed(nodeId, reason);
     }
 
     /** Sockets held now in {@code role} (what the {@code connection-count} gauge reads). */
