@@ -319,8 +319,9 @@ public class ConnmgrConnectionCloseReasonTest {
         ServerSocketChannel server = ServerSocketChannel.open();
         closeables.add(server);
         server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
-        Node listening = new Node(0, "localhost", server.socket().getLocalPort());
-        Node refusing = new Node(1, "localhost", freePort());
+        String loopback = InetAddress.getLoopbackAddress().getHostAddress();
+        Node listening = new Node(0, loopback, server.socket().getLocalPort());
+        Node refusing = new Node(1, loopback, freePort());
         long idleMs = 60_000;
         PlaintextChannelBuilder channelBuilder = new PlaintextChannelBuilder(null);
         channelBuilder.configure(new HashMap<>());
