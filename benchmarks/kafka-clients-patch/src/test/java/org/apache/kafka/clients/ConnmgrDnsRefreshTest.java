@@ -20,6 +20,7 @@ import org.apache.kafka.test.TestUtils;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -49,6 +50,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * disconnected; a failed, timed-out or empty lookup closes nothing; a literal IP is never resolved; with the option at
  * 0 nothing is resolved after the dial and no thread exists.
  */
+@Timeout(120)
 public class ConnmgrDnsRefreshTest {
 
     private static final long REFRESH_MS = 1_000;
@@ -320,7 +322,8 @@ public class ConnmgrDnsRefreshTest {
         resolver.behaviours.put(HOST, h -> {
             started.countDown();
             try {
-                release.await();
+                // Bounded, so that a lookup wrongly run on the network thread ends and the test reports it.
+                release.await(WAIT_MS, TimeUnit.MILLISECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
@@ -328,7 +331,9 @@ public class ConnmgrDnsRefreshTest {
         });
         time.sleep(REFRESH_MS);
         poll(client);
-        assertTrue(started.await(WAIT_MS, TimeUnit.MILLISECONDS), "the lookup started on the resolver thread");
+        assertTrue(started.await(WAIT_MS, TimeUnit.MILLISECONDS), "the lookup started");
+        assertNotEquals(Thread.currentThread(), resolver.threads.get(resolver.threads.size() - 1),
+                "the hung lookup runs on the resolver thread, not the network thread");
         // The network thread goes on while the lookup hangs: polls return, the name is not asked again.
         for (int i = 0; i < 5; i++) {
             time.sleep(REFRESH_MS);
