@@ -282,9 +282,10 @@ public class ConnmgrDnsRefreshTest {
         connect(client, NODE1);
 
         resolver.fail(HOST);
-        for (int i = 0; i < 3; i++)
+        for (int i = 1; i <= 3; i++) {
             refresh(client);
-        assertTrue(client.isReady(NODE1, time.milliseconds()), "failed lookups close nothing");
+            assertTrue(client.isReady(NODE1, time.milliseconds()), "failed lookups close nothing, after " + i);
+        }
 
         resolver.answer(HOST, NEW);
         refresh(client);
@@ -304,9 +305,10 @@ public class ConnmgrDnsRefreshTest {
         connect(client, NODE1);
 
         resolver.answerEmpty(HOST);
-        for (int i = 0; i < 3; i++)
+        for (int i = 1; i <= 3; i++) {
             refresh(client);
-        assertTrue(client.isReady(NODE1, time.milliseconds()), "an answer with no address closes nothing");
+            assertTrue(client.isReady(NODE1, time.milliseconds()), "an answer with no address closes nothing, after " + i);
+        }
         assertTrue(selector.isChannelReady(NODE1.idString()));
     }
 
