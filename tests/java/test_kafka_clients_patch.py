@@ -48,6 +48,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
     {
         "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 7,
         "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
+        "org.apache.kafka.clients.ConnmgrDnsRefreshTest": 11,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.ConnmgrConnectionCloseReasonTest": 10,
     }
