@@ -53,7 +53,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 11,
-        "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointChangeTest": 3,
+        "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
     }
 )
 """The project's own test classes and their test counts."""

@@ -47,7 +47,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
  * endpoint. Metadata that does not move the broker keeps both coordinators; with the option off they stay at the old
  * endpoint, as in 4.3.1. Driven through {@link Sender}, as Kafka's {@code TransactionManagerTest} drives it.
  */
-public class ConnmgrTransactionCoordinatorEndpointChangeTest {
+public class ConnmgrTransactionCoordinatorEndpointTest {
 
     private static final String TRANSACTIONAL_ID = "txn";
     private static final String GROUP_ID = "group";
