@@ -52,7 +52,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 7,
         "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
-        "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 11,
+        "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
     }
 )

@@ -1,11 +1,13 @@
 package org.apache.kafka.clients.consumer.internals;
 
+import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ClientRequest;
 import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.GroupRebalanceConfig;
 import org.apache.kafka.clients.MockClient;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.internals.events.BackgroundEventHandler;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.message.JoinGroupRequestData;
@@ -42,6 +44,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.mockito.Mockito.mock;
 
 /**
  * {@code endpoint.change.retire.enable} in the consumers' coordinator classes: when the metadata moves the group
@@ -344,6 +347,36 @@ public class ConnmgrCoordinatorEndpointChangeTest {
         updateMetadata(BROKER0_MOVED_PORT, BROKER1);
         assertEquals(0, manager.poll(time.milliseconds()).unsentRequests.size(), "4.3.1 does not look it up again");
         assertSame(found, manager.coordinator().orElseThrow());
+    }
+
+    @Test
+    public void testKip848ConsumersRequestManagersPassTheConsumersMetadataAndOption() {
+        for (boolean enabled : new boolean[] {false, true}) {
+            Map<String, Object> props = new HashMap<>();
+            props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
+            props.put(ConsumerConfig.GROUP_ID_CONFIG, GROUP_ID);
+            props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+            props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+            props.put(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG, enabled);
+            ConsumerConfig config = new ConsumerConfig(props);
+            SubscriptionState subscriptions = new SubscriptionState(logContext, AutoOffsetResetStrategy.EARLIEST);
+            RequestManagers managers = RequestManagers.supplier(time, logContext, mock(BackgroundEventHandler.class),
+                    metadata, subscriptions, mock(FetchBuffer.class), config,
+                    new GroupRebalanceConfig(config, GroupRebalanceConfig.ProtocolType.CONSUMER), new ApiVersions(),
+                    mock(FetchMetricsManager.class), () -> mock(NetworkClientDelegate.class), Optional.empty(),
+                    new Metrics(time), mock(OffsetCommitCallbackInvoker.class), (memberEpoch, memberId) -> { },
+                    Optional.empty(), new PositionsValidator(logContext, time, subscriptions, metadata)).get();
+            CoordinatorRequestManager manager = managers.coordinatorRequestManager.orElseThrow();
+
+            updateMetadata(BROKER0, BROKER1);
+            answerFindCoordinator(manager, BROKER0);
+            manager.poll(time.milliseconds());
+            updateMetadata(BROKER0_MOVED_PORT, BROKER1);
+            manager.poll(time.milliseconds());
+            assertEquals(!enabled, manager.coordinator().isPresent(),
+                    "option " + enabled + ": the consumer's coordinator manager compares with the consumer's metadata");
+            time.sleep(RETRY_BACKOFF_MS);
+        }
     }
 
     @Test
