@@ -6,7 +6,8 @@ test classes of the code the patch touches, from Kafka's 4.3.1 test jar, plus th
 own ``Connmgr*Test`` classes. The counts per Kafka class are those the unpatched release gives
 (measured, docs/kafka-clients-patch.md): the patch neither loses nor adds a Kafka test, and
 none fails. The slower classes (KafkaAdminClientTest, KafkaProducerTest, KafkaConsumerTest,
-RecordAccumulatorTest) run in ``python -m connmgr.java.patch``, not here.
+RecordAccumulatorTest, EagerConsumerCoordinatorTest, CooperativeConsumerCoordinatorTest) run in
+``python -m connmgr.java.patch``, not here.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.consumer.internals.NetworkClientDelegateTest": 14,
         "org.apache.kafka.clients.consumer.internals.CoordinatorRequestManagerTest": 10,
         "org.apache.kafka.clients.admin.internals.AdminMetadataManagerTest": 7,
+        "org.apache.kafka.clients.consumer.internals.AbstractCoordinatorTest": 53,
+        "org.apache.kafka.clients.producer.internals.TransactionManagerTest": 160,
     }
 )
 """Tests each Kafka class runs against the unpatched 4.3.1 (all pass there)."""
@@ -51,6 +54,8 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrDnsRefreshTest": 11,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.ConnmgrConnectionCloseReasonTest": 10,
+        "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
+        "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
     }
 )
 """The project's own test classes and their test counts."""

@@ -78,8 +78,13 @@ KAFKA_TEST_CLASSES: Final = (
     "AdminMetadataManagerTest",
     "KafkaProducerTest",
     "KafkaConsumerTest",
+    "AbstractCoordinatorTest",
+    "EagerConsumerCoordinatorTest",
+    "CooperativeConsumerCoordinatorTest",
+    "TransactionManagerTest",
 )
-"""Kafka's test classes of the code the patch touches (the pom's default ``kafka.tests``)."""
+"""Kafka's test classes of the code the patch touches (the pom's default ``kafka.tests``).
+``ConsumerCoordinatorTest`` is abstract: its two concrete subclasses run it."""
 
 OWN_TEST_PATTERN: Final = "Connmgr*Test"
 """The project's own tests (``src/test/java``); none exist in the stock variant."""
