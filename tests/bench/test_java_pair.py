@@ -10,8 +10,9 @@ are within a few per cent of the release's.
 - the comparison pairs ``java-4.3.1-patched`` with ``java-4.3.1`` repeat by repeat: its
   ``comparison`` and ``latency`` rows hold the medians and the median, min and max of the
   per-repeat ratios, recomputed here from the rows written;
-- the gate (exit status) does not fire on the telemetry dial, and does on a real regression
-  of the pair: the patched client slower to its first ack beyond the tolerance.
+- the gate (exit status) does not fire on the telemetry dial nor on two slow JVM starts in
+  three repeats, and does on a real regression of the pair: the patched client slower to its
+  first ack beyond the tolerance in every repeat.
 
 Expected values are computed here from the rows, never copied from the job's output.
 """
@@ -203,14 +204,15 @@ def test_the_pair_is_compared_run_by_run_with_its_medians_and_ratios_and_the_dia
     assert sorted(sockets) == sorted((p, b) for p in POINTS for b in ("aiokafka", STOCK, PATCHED))
 
 
-def _patched_slower(factor: float) -> Change:
-    """The patched client ``factor`` times the release's time at the same repeat."""
+def _patched_slower(*factors: float) -> Change:
+    """The patched client ``factors[repeat]`` times the release's time at the same repeat
+    (one factor: every repeat)."""
 
     def change(row: dict[str, Any]) -> None:
         if row["policy"] == PATCHED:
             metric = "ttfa_ms" if row["client"] == "producer" else "ttfc_ms"
             stock = RUNS[STOCK][row["repeat"]][3] + (100.0 if row["client"] == "consumer" else 0)
-            row[metric] = stock * factor
+            row[metric] = stock * factors[row["repeat"] % len(factors)]
 
     return change
 
@@ -236,15 +238,26 @@ def test_a_real_regression_of_the_pair_exits_1(
     }
     for r in listed:
         assert r["ratio"] == pytest.approx(1.3)
+        assert r["rule"].startswith("every pair's ratio above 1.25")
     # No stated cost covers another subject's regression, and the headline is the
     # proposal's alone (no point of it regressed).
     assert all(r["regressed_points"] == 0 for r in _table(run, "headline"))
 
 
-def test_within_the_tolerance_the_pair_does_not_regress(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+NOT_REGRESSED: Mapping[str, Change] = {
+    # Every repeat slower, but within the tolerance.
+    "patched-20-percent-slower": _patched_slower(1.2),
+    # A cold JVM's hiccups: two of three repeats slower beyond the tolerance (the median
+    # ratio 1.3), one faster. A regression of the patch would slow every repeat.
+    "two-slow-jvm-starts": _patched_slower(2.4, 1.3, 0.9),
+}
+
+
+@pytest.mark.parametrize("change", NOT_REGRESSED.values(), ids=NOT_REGRESSED.keys())
+def test_within_the_tolerance_or_on_jvm_hiccups_the_pair_does_not_regress(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Change
 ) -> None:
-    run, _ = _run_dir(tmp_path, _patched_slower(1.2))
+    run, _ = _run_dir(tmp_path, change)
     status, err = _bench(run, capsys)
     assert status == 0, err
     assert _table(run, "regressions") == []

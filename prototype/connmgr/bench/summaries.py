@@ -348,11 +348,10 @@ def regressions_of(
     """The regressions flagged on comparison rows (a :class:`PairSummary`, or a row of
     ``pair_summary`` as a mapping with its ``worse_<metric>`` flags), in row order and then
     :data:`~connmgr.bench.metrics.RULED_METRICS` order."""
-    rules = regression_rules(tolerance)
     found = []
     for row in rows:
         r = row if isinstance(row, PairSummary) else PairSummary.from_record(row)
-        for m, rule in rules.items():
+        for m, rule in regression_rules(tolerance, r.subject).items():
             if m not in r.worse:
                 continue
             s = r.metrics[m]
