@@ -2,11 +2,12 @@
 match the raw results they were computed from.
 
 This is the main job at its smallest shipped size (a few minutes on 2 cores): simulated
-grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0 and 4.4.0,
-librdkafka) on the embedded cluster, A/B throughput, TLS and SASL on a real KRaft cluster,
-pytest-benchmark suites, the linger stage, the property stage (every mutant, each search
-ending at its first story a reader can follow; tests/properties/test_mutants_caught.py
-searches every one with the same code), the Spark sweep, the fleet view and the
+grid, real clients (stock aiokafka, proposed, the real Java client 2.1.0, 4.4.0 and 4.3.1,
+the project's patched 4.3.1, librdkafka) on the embedded cluster, A/B throughput, TLS and
+SASL on a real KRaft cluster, pytest-benchmark suites, the linger stage, the property stage
+(every mutant, each search ending at its first story a reader can follow;
+tests/properties/test_mutants_caught.py searches every one with the same code), the Spark
+sweep, the fleet view and the
 comparison. It shares the session's SparkSession.
 """
 
@@ -210,10 +211,18 @@ def test_real_runs_carry_timings_and_the_latency_table_matches(quick: BenchOutco
         assert row["rtt_ms"] in {0.0, 20.0}
         metric = row["metric"]
         at = [r for r in real if r["point"] == row["point"]]
-        mine = [r[metric] for r in at if r["policy"] == "proposed"]
+        mine = [r[metric] for r in at if r["policy"] == row["subject"]]
         base = [r[metric] for r in at if r["policy"] == row["baseline"]]
         assert row["proposed_ms"] == pytest.approx(statistics.median(mine))
         assert row["baseline_ms"] == pytest.approx(statistics.median(base))
+    # The patched kafka-clients against its release, at every real point and timing: the
+    # one repeat's ratio (the quick grid runs each client once).
+    pair = [r for r in latency if r["subject"] == "java-4.3.1-patched"]
+    assert {(r["point"], r["baseline"]) for r in pair} == {(r["point"], "java-4.3.1") for r in real}
+    for row in pair:
+        at = {r["policy"]: r[row["metric"]] for r in real if r["point"] == row["point"]}
+        ratio = at["java-4.3.1-patched"] / at["java-4.3.1"]
+        assert row["ratio"] == row["ratio_min"] == row["ratio_max"] == pytest.approx(ratio)
 
 
 def test_throughput_turns_interleave_and_the_table_matches(

@@ -140,6 +140,35 @@ def test_the_shipped_grid_covers_what_the_issue_asks() -> None:
     assert quick.get("sweep", "sizes") != grid.get("sweep", "sizes")
 
 
+def test_the_shipped_grid_runs_the_java_pair_in_full_and_quick() -> None:
+    """The patched kafka-clients and the release it patches are real clients of both grids,
+    the pair compared run by run (a patched client without its release is refused)."""
+    for quick in (False, True):
+        grid = load_grid(quick=quick)
+        assert {"4.3.1", "4.3.1-patched"} <= {java_version(c) for c in grid.clients}
+
+
+def test_the_java_pair_runs_one_after_the_other_each_taking_turns_first() -> None:
+    from connmgr.bench.grid import real_jobs
+
+    grid = load_grid()
+    jobs = real_jobs(grid)
+    repeats = grid.get("real", "repeats")
+    assert repeats >= 2
+    assert len(jobs) == len(grid.real_points) * repeats * len(grid.clients)
+    stock, patched = "java-4.3.1", "java-4.3.1-patched"
+    for point in grid.real_points:
+        for r in range(repeats):
+            order = [c for p, c, rep in jobs if (p, rep) == (point, r)]
+            assert sorted(order) == sorted(grid.clients)
+            i, j = order.index(stock), order.index(patched)
+            assert abs(i - j) == 1
+            assert (i < j) == (r % 2 == 0), (point.point, r, order)
+            # Every other client keeps its place in the grid's order.
+            others = [c for c in order if c not in (stock, patched)]
+            assert others == [c for c in grid.clients if c not in (stock, patched)]
+
+
 def test_the_shipped_grid_runs_librdkafka_in_full_and_quick() -> None:
     """librdkafka (confluent-kafka) is a real baseline at every real point of both grids."""
     for quick in (False, True):
@@ -217,6 +246,20 @@ def test_sim_rows_are_the_same_on_one_process_and_on_two(tmp_path: Path) -> None
                 'clients = ["proposed", "aiokafka"]', 'clients = ["proposed", "java-latest"]'
             ),
             r"real\.clients has unknown",
+        ),
+        (
+            lambda t: t.replace(
+                'clients = ["proposed", "aiokafka"]',
+                'clients = ["proposed", "java-4.4.0-patched"]',
+            ),
+            r"real\.clients has unknown \['java-4\.4\.0-patched'\]",
+        ),
+        (
+            lambda t: t.replace(
+                'clients = ["proposed", "aiokafka"]',
+                'clients = ["proposed", "java-4.3.1-patched"]',
+            ),
+            r"real\.clients has java-4\.3\.1-patched without java-4\.3\.1",
         ),
         (lambda t: t.replace("[micro]\nrounds = 1\n", ""), r"missing section \[micro\]"),
         (lambda t: t + "\n[extra]\nx = 1\n", r"unknown sections \['extra'\]"),

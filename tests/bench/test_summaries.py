@@ -22,6 +22,7 @@ def comparison_record(**worse: bool) -> dict[str, Any]:
         "kind": "sim",
         "scenario": "s",
         "point": "p",
+        "subject": "proposed",
         "baseline": "b",
         "client": "producer",
         "coordinator_shared": False,

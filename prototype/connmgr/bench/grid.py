@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.metrics import PAIRS
 from connmgr.bench.rows import point_text
 from connmgr.errors import ConfigError, UnknownName
+from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 from connmgr.policies import POLICIES
 from connmgr.sim.scenarios import SCENARIOS, get_scenario
 
@@ -28,8 +30,9 @@ DEFAULT_GRID = Path(__file__).resolve().parents[3] / "benchmarks" / "grid.toml"
 """The grid in a source checkout (``benchmarks/grid.toml``)."""
 
 REAL_CLIENTS = ("proposed", "aiokafka", "librdkafka")
-"""Real clients besides ``java-<kafka-clients version>``: the proposal, stock aiokafka and
-confluent-kafka's librdkafka."""
+"""Real clients besides ``java-<kafka-clients version>`` (a release, or ``java-4.3.1-patched``,
+the project's patched kafka-clients): the proposal, stock aiokafka and confluent-kafka's
+librdkafka."""
 
 
 class GridError(ConfigError):
@@ -207,6 +210,24 @@ class Grid:
         )
 
 
+def real_jobs(grid: Grid) -> list[tuple[RealPoint, str, int]]:
+    """The real runs in the order they run: per point, per repeat, every client of the grid,
+    so that the clients of a pair run one after the other at each repeat. A pair of
+    :data:`~connmgr.bench.metrics.PAIRS` whose two clients are both in the grid takes turns
+    going first (in the grid's order at even repeats, swapped at odd ones), so that running
+    second (the first one's files already in the page cache) falls on both."""
+    jobs = []
+    for point in grid.real_points:
+        for r in range(grid.get("real", "repeats")):
+            order = list(grid.clients)
+            for subject, baseline in PAIRS:
+                if r % 2 and subject in order and baseline in order:
+                    i, j = order.index(subject), order.index(baseline)
+                    order[i], order[j] = order[j], order[i]
+            jobs += [(point, client, r) for client in order]
+    return jobs
+
+
 def java_version(client: str) -> str | None:
     """``"2.1.0"`` for the client ``"java-2.1.0"``, None for any other client."""
     return client.removeprefix("java-") if client.startswith("java-") else None
@@ -318,10 +339,17 @@ def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
     if bad:
         raise GridError(
             f"{source}: real.clients has unknown {bad}; choose from proposed, aiokafka, "
-            "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0)"
+            "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0) or "
+            f"java-{KAFKA_VERSION}{PATCHED_SUFFIX}"
         )
     if "proposed" not in clients:
         raise GridError(f"{source}: real.clients must include proposed (what is compared)")
+    for subject, baseline in PAIRS:
+        if subject in clients and baseline not in clients:
+            raise GridError(
+                f"{source}: real.clients has {subject} without {baseline}, the client it is "
+                "compared with run by run"
+            )
     _check_life(source, values["life"])
 
 
@@ -391,8 +419,14 @@ def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:
 
 
 def _is_java(client: str) -> bool:
+    """``java-<release>`` (digits and dots), or the patched release ``java-4.3.1-patched``."""
     version = java_version(client)
-    return version is not None and all(p.isdigit() for p in version.split(".")) and "." in version
+    if version is None:
+        return False
+    if version.endswith(PATCHED_SUFFIX):
+        # Only the release the patch applies to has a patched build.
+        return version == KAFKA_VERSION + PATCHED_SUFFIX
+    return all(p.isdigit() for p in version.split(".")) and "." in version
 
 
 def _possible(scenario: str, params: Mapping[str, str]) -> str | None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connmgr.bench.grid import Grid, RealPoint, SimPoint, java_version
+from connmgr.bench.grid import Grid, RealPoint, SimPoint, java_version, real_jobs
 from connmgr.bench.linger import linger_points, linger_table, read_linger, run_one, write_linger
 from connmgr.bench.linger import plan as linger_plan
 from connmgr.bench.pool import pooled_map
@@ -174,22 +174,16 @@ REAL_RUN_TIMEOUT_S = 300.0
 def real_rows(
     grid: Grid, meta: RunMeta, *, show: bool = True, retried: list[str] | None = None
 ) -> list[dict[str, Any]]:
-    """Every real client through every real point, ``repeats`` times, each run on a fresh
-    embedded cluster. A failed or hung run is retried once and listed in ``retried``; a
-    second failure stops the job."""
+    """Every real client through every real point, ``repeats`` times (in
+    :func:`real_jobs`' order), each run on a fresh embedded cluster. A failed or hung run is
+    retried once and listed in ``retried``; a second failure stops the job."""
     if retried is None:
         retried = []
     from connmgr.realrun import run_real
 
-    repeats = grid.get("real", "repeats")
     records = grid.get("real", "records")
     base_seed = grid.get("real", "seed")
-    jobs = [
-        (point, client, r)
-        for point in grid.real_points
-        for r in range(repeats)
-        for client in grid.clients
-    ]
+    jobs = real_jobs(grid)
     rows = []
     for point, client, repeat in _bar(jobs, len(jobs), "real runs", show):
         version = java_version(client)

@@ -32,6 +32,9 @@ _KNOWN_COLOURS = {
     "aiokafka": "tab:cyan",
     "java-2.1.0": "tab:pink",
     "java-4.4.0": "tab:orange",
+    # The Java pair (the release the patch applies to, and the patch), apart at a glance.
+    "java-4.3.1": "firebrick",
+    "java-4.3.1-patched": "olivedrab",
     "librdkafka": "goldenrod",
 }
 _OTHER_COLOURS = ("tab:gray", "tab:red", "black")

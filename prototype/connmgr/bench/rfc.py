@@ -202,7 +202,11 @@ FIGURES: dict[str, Callable[[Report], str]] = {
         r,
         "latency",
         "metric scenario rtt_ms baseline repeats proposed_ms baseline_ms ratio ratio_min ratio_max",
-        keep=lambda row: "[brokers=3," in str(row["point"]),
+        keep=lambda row: (
+            "[brokers=3," in str(row["point"])
+            # The proposal's rows: a report since the Java pair also has the patched client's.
+            and row.get("subject", "proposed") == "proposed"
+        ),
         note=", 3-broker points (every point is in that table)",
     ),
     "throughput-ab": lambda r: _table(

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from connmgr.bench.metrics import PROPOSED
 from connmgr.bench.schema import ColumnType
 from connmgr.bench.summaries import BaselineHeadline, Regression
 from connmgr.bench.table import Table, make_table, markdown_table
@@ -54,8 +55,12 @@ point not run (``--quick`` runs fewer named scenarios)."""
 def cost_of(
     regression: Regression, costs: Iterable[StatedCost] = STATED_COSTS
 ) -> StatedCost | None:
-    """The stated cost that covers ``regression``, or None: it is a regression."""
+    """The stated cost that covers ``regression``, or None: it is a regression. Costs are
+    the proposal's: another subject's regression (:data:`~connmgr.bench.metrics.PAIRS`) is
+    never covered."""
     r = regression
+    if r.subject != PROPOSED:
+        return None
     return covering(r.kind, r.point, r.baseline, r.metric, r.proposed, r.baseline_value, costs)
 
 
@@ -79,8 +84,10 @@ def headline_without_stated(
     """``headline`` with each (kind, baseline)'s ``regressed_points`` counting only the points
     with a regression (``regressions``), not those whose every flag (``flagged``) is a stated
     cost."""
-    left = {(r.kind, r.point, r.baseline) for r in regressions}
-    stated_only = {(r.kind, r.point, r.baseline) for r in flagged} - left
+    # The headline is the proposal's alone.
+    left = {(r.kind, r.point, r.baseline) for r in regressions if r.subject == PROPOSED}
+    stated_only = {(r.kind, r.point, r.baseline) for r in flagged if r.subject == PROPOSED}
+    stated_only -= left
     out = []
     for h in headline:
         excused = sum(1 for k, _, b in stated_only if (k, b) == (h.kind, h.baseline))
@@ -92,8 +99,14 @@ def stated_rows(
     comparison: Iterable[Mapping[str, Any]], costs: Iterable[StatedCost] = STATED_COSTS
 ) -> list[dict[str, Any]]:
     """One row per stated cost, in the list's order, measured from ``comparison`` (records
-    with ``kind``, ``point``, ``baseline`` and ``<metric>_proposed`` / ``_baseline``)."""
-    by_pair = {(r["kind"], r["point"], r["baseline"]): r for r in comparison}
+    with ``kind``, ``point``, ``baseline`` and ``<metric>_proposed`` / ``_baseline``; those
+    with a ``subject`` other than the proposal are left out, and a record without one, from
+    a report written before the column, is the proposal's)."""
+    by_pair = {
+        (r["kind"], r["point"], r["baseline"]): r
+        for r in comparison
+        if r.get("subject", PROPOSED) == PROPOSED
+    }
     rows = []
     for cost in costs:
         found = by_pair.get((KIND, cost.point, cost.baseline))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Self
 
-from connmgr.bench.metrics import METRICS, RULED_METRICS, regression_rules
+from connmgr.bench.metrics import METRICS, PROPOSED, RULED_METRICS, regression_rules
 from connmgr.bench.schema import LIFE_COLUMNS, ROLES
 
 
@@ -68,11 +68,16 @@ class MetricSummary:
 
 @dataclass(frozen=True)
 class PairSummary:
-    """The proposal against one baseline at one (kind, point), over the paired repeats."""
+    """A subject against one baseline at one (kind, point), over the paired repeats: the
+    proposal against each other policy, or a pair of
+    :data:`~connmgr.bench.metrics.PAIRS` (the patched kafka-clients against its
+    release). The metrics' ``proposed`` side is the subject's."""
 
     kind: str
     scenario: str
     point: str
+    subject: str
+    """``proposed``, or the subject of one of :data:`~connmgr.bench.metrics.PAIRS`."""
     baseline: str
     client: str
     brokers: int
@@ -85,13 +90,14 @@ class PairSummary:
     metrics: Mapping[str, MetricSummary]
     """Every one of :data:`~connmgr.bench.metrics.METRICS`."""
     worse: tuple[str, ...]
-    """The ruled metrics on which the proposal regresses, in ``RULED_METRICS`` order."""
+    """The ruled metrics on which the subject regresses, in ``RULED_METRICS`` order."""
     regressed: bool
 
     _POINT = (
         "kind",
         "scenario",
         "point",
+        "subject",
         "baseline",
         "client",
         "brokers",
@@ -310,7 +316,8 @@ class Aggregates:
 
 @dataclass(frozen=True)
 class Regression:
-    """One metric of one (kind, point, baseline) on which the proposal is worse."""
+    """One metric of one (kind, point, subject, baseline) on which the subject (the proposal
+    unless ``subject`` says otherwise) is worse."""
 
     kind: str
     scenario: str
@@ -324,10 +331,13 @@ class Regression:
     ratio: float | None
     """The median of the per-repeat ratios proposed / baseline."""
     rule: str
+    subject: str = PROPOSED
+    """Whose median ``proposed`` is: the proposal, or a subject of
+    :data:`~connmgr.bench.metrics.PAIRS`."""
 
     def __str__(self) -> str:
         return (
-            f"{self.kind} {self.point} vs {self.baseline}: {self.metric} proposed "
+            f"{self.kind} {self.point} {self.subject} vs {self.baseline}: {self.metric} "
             f"{self.proposed:g} vs {self.baseline_value:g} ({self.rule})"
         )
 
@@ -338,11 +348,10 @@ def regressions_of(
     """The regressions flagged on comparison rows (a :class:`PairSummary`, or a row of
     ``pair_summary`` as a mapping with its ``worse_<metric>`` flags), in row order and then
     :data:`~connmgr.bench.metrics.RULED_METRICS` order."""
-    rules = regression_rules(tolerance)
     found = []
     for row in rows:
         r = row if isinstance(row, PairSummary) else PairSummary.from_record(row)
-        for m, rule in rules.items():
+        for m, rule in regression_rules(tolerance, r.subject).items():
             if m not in r.worse:
                 continue
             s = r.metrics[m]
@@ -359,6 +368,7 @@ def regressions_of(
                     s.baseline,
                     s.ratio,
                     rule,
+                    r.subject,
                 )
             )
     return found

@@ -12,6 +12,8 @@ from dataclasses import asdict
 from typing import Any
 
 from connmgr.bench.metrics import (
+    JAVA_PATCHED,
+    JAVA_STOCK,
     LIFE_METRICS,
     METRICS,
     PROPOSED,
@@ -38,6 +40,7 @@ POINT_COLUMNS = (
     ("kind", _S),
     ("scenario", _S),
     ("point", _S),
+    ("subject", _S),
     ("baseline", _S),
     ("client", _S),
     ("brokers", _L),
@@ -58,9 +61,16 @@ COMPARISON_COLUMNS = (
     *((f"worse_{m}", _B) for m in RULED_METRICS),
     ("regressed", _B),
 )
-"""One row per (kind, point, baseline): medians over the paired repeats."""
+"""One row per (kind, point, subject, baseline): medians over the paired repeats (the
+``_proposed`` columns are the subject's side)."""
 
-_ORDER = ("kind", "scenario", "brokers", "rtt_ms", "point", "baseline")
+_ORDER = ("kind", "scenario", "brokers", "rtt_ms", "point", "subject", "baseline")
+
+
+def _proposal(rows: Iterable[PairSummary]) -> list[PairSummary]:
+    """The proposal's pairs: the tables about the proposal leave the other subjects'
+    (:data:`~connmgr.bench.metrics.PAIRS`) to the ``comparison`` and ``latency`` tables."""
+    return [r for r in rows if r.subject == PROPOSED]
 
 
 def _sorted(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> list[Mapping[str, Any]]:
@@ -73,9 +83,10 @@ def comparison_table(rows: Iterable[PairSummary]) -> Table:
     return make_table(
         "comparison",
         "Every comparison (sim and real)",
-        "One row per (kind, point, baseline): for each metric, the medians of both sides over "
-        "the paired repeats, the median ratio proposed / baseline and its min and max, and the "
-        "regression flags.",
+        "One row per (kind, point, subject, baseline): for each metric, the medians of both "
+        "sides over the paired repeats (`_proposed`: the subject's, the proposal or "
+        f"{JAVA_PATCHED} against {JAVA_STOCK}), the median ratio subject / baseline and its "
+        "min and max, and the regression flags.",
         COMPARISON_COLUMNS,
         _sorted((r.record() for r in rows), _ORDER),
         embed=False,
@@ -107,7 +118,7 @@ def sockets_table(rows: Iterable[PairSummary]) -> Table:
         "connection set-ups (handshakes), for the proposal and each baseline policy (sim) or "
         "real client (real); the peak ratio proposed / baseline with its spread over repeats.",
         cols,
-        _sorted((r.record() for r in rows), _ORDER),
+        _sorted((r.record() for r in _proposal(rows)), _ORDER),
     )
 
 
@@ -224,7 +235,7 @@ def life_costs_table(
     :func:`life_cost_rows` from elsewhere (the real clients' scaled lives)."""
     by_role = {(r.kind, r.point, r.policy): r.life for r in roles}
     rows = list(extra)
-    for pair in comparison:
+    for pair in _proposal(comparison):
         if pair.kind not in LIFE_COST_KINDS:
             continue
         mine = dict(by_role.get((pair.kind, pair.point, PROPOSED), {}))
@@ -273,7 +284,10 @@ def brokers_table(rows: Iterable[BrokerSockets]) -> Table:
 
 
 def latency_table(rows: Iterable[PairSummary]) -> Table:
-    """One row per (timing metric, kind, point, baseline) that has the timing."""
+    """One row per (timing metric, kind, point, subject, baseline) that has the timing: the
+    proposal against every real client, and the patched kafka-clients against its release
+    (:data:`~connmgr.bench.metrics.PAIRS`); a ratio only for a same-runtime pair
+    (:data:`~connmgr.bench.metrics.SAME_RUNTIME`)."""
     long = [
         {
             **r.record(),
@@ -292,12 +306,16 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
         "latency",
         "Time to first ack / first consume, by RTT",
         "Real clients: median time from start to the first acknowledged record (ttfa_ms, "
-        "producers) or the first consumed record (ttfc_ms, consumers), and the median ratio "
-        "proposed / baseline with its spread over repeats -- only against stock aiokafka, the "
-        "one client in the proposal's runtime timed from the same point. The Java client's "
-        "times (its clock starts before a cold JVM builds its client) and librdkafka's "
-        "(another runtime; its clock starts before its constructor) are shown as measured, "
-        "with no ratio.",
+        "producers) or the first consumed record (ttfc_ms, consumers) of the subject "
+        "(`proposed_ms`) and the baseline (`baseline_ms`), and the median of the per-repeat "
+        "ratios subject / baseline with its spread (min, max) over repeats -- only for the "
+        "same-runtime pairs, each pair's two clients run by run at the same repeat and timed "
+        f"from the same point: `{PROPOSED}` against stock `aiokafka` (one Python runtime, the "
+        f"clock started just before `start()`) and `{JAVA_PATCHED}` against `{JAVA_STOCK}` "
+        "(one probe JVM, the clock started just before it builds its client, a cold JVM on "
+        "both sides). The proposal against a Java client (whose clock starts before a cold "
+        "JVM builds its client) or librdkafka (another runtime; its clock starts before its "
+        "constructor) is shown as measured, with no ratio.",
         (
             ("metric", _S),
             ("kind", _S),
@@ -305,6 +323,7 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
             ("client", _S),
             ("rtt_ms", _D),
             ("point", _S),
+            ("subject", _S),
             ("baseline", _S),
             ("repeats", _L),
             ("proposed_ms", _D),
@@ -313,13 +332,13 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
             ("ratio_min", _D),
             ("ratio_max", _D),
         ),
-        _sorted(long, ("metric", "kind", "scenario", "rtt_ms", "point", "baseline")),
+        _sorted(long, ("metric", "kind", "scenario", "rtt_ms", "point", "subject", "baseline")),
     )
 
 
 def throughput_table(rows: Iterable[PairSummary]) -> Table:
     """The (kind, point, baseline)s that measured throughput: medians and ratio."""
-    ab = [r.record() for r in rows if r.metrics["throughput_rps"].ratio is not None]
+    ab = [r.record() for r in _proposal(rows) if r.metrics["throughput_rps"].ratio is not None]
     return make_table(
         "throughput",
         "Throughput A/B",
@@ -416,9 +435,10 @@ def regressions_table(regressions: Sequence[Regression]) -> Table:
     return make_table(
         "regressions",
         "Regressions",
-        "Every (kind, point, baseline, metric) on which the proposal is worse than the rule "
-        "allows and that no stated cost covers (those are in `stated-costs`).",
-        (*_EXCESS_COLUMNS, ("ratio", _D), ("rule", _S)),
+        "Every (kind, point, baseline, metric) on which the proposal (or, where `subject` "
+        f"says so, {JAVA_PATCHED} against {JAVA_STOCK}) is worse than the rule allows and "
+        "that no stated cost covers (those are in `stated-costs`).",
+        (*_EXCESS_COLUMNS, ("ratio", _D), ("rule", _S), ("subject", _S)),
         (asdict(r) for r in regressions),
     )
 
