@@ -20,6 +20,9 @@ settings.register_profile("deep", max_examples=1_000, stateful_step_count=50, de
 settings.load_profile(os.environ.get("CONNMGR_HYPOTHESIS_PROFILE", "ci"))
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own hook of the same name, which
+# otherwise ran first, saw no mark, and grouped nothing.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep together what shares state when the suite runs on several workers (pytest-xdist,
     ``--dist loadgroup``): each module stays on one worker (its module fixtures, such as the
