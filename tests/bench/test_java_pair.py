@@ -33,6 +33,9 @@ from connmgr.cli import main
 from .conftest import build_row
 
 STOCK, PATCHED = "java-4.3.1", "java-4.3.1-patched"
+# Every (subject, baseline) the comparison pairs: the proposal against every other client, the
+# patched client against its release only.
+PAIRED = (("proposed", "aiokafka"), ("proposed", STOCK), ("proposed", PATCHED), (PATCHED, STOCK))
 POINTS = {
     # point: (scenario, client, timing metric)
     "big-producer[brokers=1000,coordinator=auto,rtt_ms=20.0]": (
@@ -150,16 +153,8 @@ def test_the_pair_is_compared_run_by_run_with_its_medians_and_ratios_and_the_dia
     assert _table(run, "regressions") == []
 
     comparison = _table(run, "comparison")
-    # The proposal against every other client, the patched client against its release only.
     assert {(r["point"], r["subject"], r["baseline"]) for r in comparison} == {
-        (point, subject, baseline)
-        for point in POINTS
-        for subject, baseline in (
-            ("proposed", "aiokafka"),
-            ("proposed", STOCK),
-            ("proposed", PATCHED),
-            (PATCHED, STOCK),
-        )
+        (point, subject, baseline) for point in POINTS for subject, baseline in PAIRED
     }
     for r in comparison:
         assert r["repeats"] == 3
@@ -178,12 +173,7 @@ def test_the_pair_is_compared_run_by_run_with_its_medians_and_ratios_and_the_dia
     assert {(r["metric"], r["subject"], r["baseline"]) for r in latency} == {
         (metric, subject, baseline)
         for _, _, metric in POINTS.values()
-        for subject, baseline in (
-            ("proposed", "aiokafka"),
-            ("proposed", STOCK),
-            ("proposed", PATCHED),
-            (PATCHED, STOCK),
-        )
+        for subject, baseline in PAIRED
     }
     for r in latency:
         want = _by_hand(rows, r["point"], r["subject"], r["baseline"], r["metric"])

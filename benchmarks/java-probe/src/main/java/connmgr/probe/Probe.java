@@ -230,38 +230,30 @@ public final class Probe {
             }
         }
 
-        private static long positiveLong(String flag, String value) {
+        /** {@code value} as an integer of at least {@code min} and at most {@code max}. */
+        private static long integerAtLeast(String flag, String value, long min, long max) {
             long n;
             try {
                 n = Long.parseLong(value);
             } catch (NumberFormatException e) {
                 throw new UsageError(flag + " wants an integer, got " + value);
             }
-            if (n <= 0) {
-                throw new UsageError(flag + " must be > 0, got " + value);
+            if (n < min || n > max) {
+                throw new UsageError(flag + " must be >= " + min + " and <= " + max + ", got " + value);
             }
             return n;
         }
 
         private static int nonNegativeInt(String flag, String value) {
-            int n;
-            try {
-                n = Integer.parseInt(value);
-            } catch (NumberFormatException e) {
-                throw new UsageError(flag + " wants an integer, got " + value);
-            }
-            if (n < 0) {
-                throw new UsageError(flag + " must be >= 0, got " + value);
-            }
-            return n;
+            return (int) integerAtLeast(flag, value, 0, Integer.MAX_VALUE);
+        }
+
+        private static long positiveLong(String flag, String value) {
+            return integerAtLeast(flag, value, 1, Long.MAX_VALUE);
         }
 
         private static int positiveInt(String flag, String value) {
-            int n = nonNegativeInt(flag, value);
-            if (n == 0) {
-                throw new UsageError(flag + " must be > 0");
-            }
-            return n;
+            return (int) integerAtLeast(flag, value, 1, Integer.MAX_VALUE);
         }
     }
 
