@@ -13,6 +13,7 @@ RecordAccumulatorTest, EagerConsumerCoordinatorTest, CooperativeConsumerCoordina
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +30,7 @@ from connmgr.java.patch import (
     read_reports,
     run_patch_tests,
 )
+from connmgr.java.patched import INPUTS_STAMP, build_dir_for, module_fingerprint
 from connmgr.java.tools import JavaTools
 
 STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
@@ -139,7 +141,7 @@ def _fake_verify(
 def test_only_known_flakes_are_run_again_and_a_pass_makes_them_flakes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / "pom.xml").write_text("<project/>", encoding="utf-8")
+    _module(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     tools = JavaTools(tmp_path / "java", tmp_path / "mvn", 17)
     known = next(iter(KNOWN_FLAKY))
@@ -163,3 +165,71 @@ def test_only_known_flakes_are_run_again_and_a_pass_makes_them_flakes(
     asked = _fake_verify(monkeypatch, [both])
     run = run_patch_tests(Variant.SWITCHES_ON, ("A",), module_dir=tmp_path, tools=tools)
     assert len(asked) == 1 and not run.succeeded and run.total.failed == 2
+
+
+def _module(root: Path) -> Path:
+    """A minimal stand-in for the module: what :func:`module_fingerprint` reads."""
+    for name, text in {
+        "pom.xml": "<project/>",
+        "apply-patches.sh": "#!/bin/sh\n",
+        "patches/0001-a.diff": "--- a\n",
+        "patches/0002-b.diff": "--- b\n",
+        "switches-on/0001-on.diff": "--- on\n",
+        "src/test/java/OwnTest.java": "class OwnTest {}\n",
+    }.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_build_directory_from_other_inputs_is_emptied_first(tmp_path: Path) -> None:
+    """A series that touches fewer files must not build over the last series' classes: the
+    variant's directory is emptied when the module's inputs changed, kept when they did not."""
+    tools = JavaTools(java=Path("/usr/bin/java"), mvn=Path("/usr/bin/mvn"), java_version=17)
+    module = _module(tmp_path / "module")
+    target = tmp_path / "cache" / "defaults" / "target"
+    first = module_fingerprint(module, tools)
+    with build_dir_for(target, first, timeout_s=5) as held:
+        (held / "classes").mkdir(parents=True)
+        (held / "classes" / "FromTheLongerSeries.class").write_bytes(b"\xca\xfe")
+    with build_dir_for(target, module_fingerprint(module, tools), timeout_s=5) as held:
+        assert (held / "classes" / "FromTheLongerSeries.class").is_file()
+    (module / "patches" / "0002-b.diff").unlink()
+    second = module_fingerprint(module, tools)
+    assert second != first
+    with build_dir_for(target, second, timeout_s=5) as held:
+        assert not (held / "classes").exists()
+    assert (target / INPUTS_STAMP).read_text(encoding="utf-8") == second
+
+
+@pytest.mark.parametrize(
+    "changed",
+    ["pom.xml", "patches/0001-a.diff", "switches-on/0001-on.diff", "src/test/java/OwnTest.java"],
+)
+def test_every_input_of_the_module_moves_its_fingerprint(tmp_path: Path, changed: str) -> None:
+    tools = JavaTools(java=Path("/usr/bin/java"), mvn=Path("/usr/bin/mvn"), java_version=17)
+    module = _module(tmp_path)
+    before = module_fingerprint(module, tools)
+    (module / changed).write_text("changed\n", encoding="utf-8")
+    assert module_fingerprint(module, tools) != before
+
+
+def test_a_second_process_waits_for_the_variant_directory(tmp_path: Path) -> None:
+    """Two checkouts building one variant at once would mix their classes: the second waits."""
+    target = tmp_path / "defaults" / "target"
+    with build_dir_for(target, "a", timeout_s=5):
+        waiter = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path\n"
+                "from connmgr.java.patched import build_dir_for\n"
+                "with build_dir_for(Path(sys.argv[1]), 'b', timeout_s=0.3): pass",
+                str(target),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert waiter.returncode != 0
+    assert "waiting for the build lock" in waiter.stderr

@@ -15,7 +15,9 @@ CLI: ``python -m connmgr.java.patch [--variant all] [--tests A,B] [--json]``.
 Nothing goes into the repository: Maven keeps artifacts in ``~/.m2`` and each variant builds
 in :func:`build_dir` (``$XDG_CACHE_HOME`` or ``~/.cache``, then
 ``connmgr/kafka-clients-patch/<variant>/target``). Maven runs on every call (the tests are
-the point); a warm run only skips the downloads and the unpacking.
+the point); a warm run only skips the downloads and the unpacking, and only when the module's
+inputs are those the directory was built from (:func:`build_dir_for` empties it otherwise and
+keeps two processes out of one variant's directory).
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from connmgr.java.patched import (
     SWITCHES,
     Variant,
     build_dir,
+    build_dir_for,
     build_patched_client,
     default_module_dir,
     maven_command,
+    module_fingerprint,
 )
 from connmgr.java.tools import JavaTools, find_tools, run_maven
 
@@ -227,8 +231,22 @@ def run_patch_tests(
     selected = list(tests) if tests is not None else list(KAFKA_TEST_CLASSES)
     if tests is None and variant is not Variant.STOCK:
         selected.append(OWN_TEST_PATTERN)
-    target = build_dir(variant)
+    fingerprint = module_fingerprint(module_dir, tools)
     started = time.monotonic()
+    with build_dir_for(build_dir(variant), fingerprint, timeout_s) as target:
+        return _run_in(tools, module_dir, variant, target, selected, timeout_s, started)
+
+
+def _run_in(
+    tools: JavaTools,
+    module_dir: Path,
+    variant: Variant,
+    target: Path,
+    selected: Sequence[str],
+    timeout_s: float,
+    started: float,
+) -> PatchRun:
+    """:func:`run_patch_tests` in a build directory it holds."""
     done, output, by_class = _verify(tools, module_dir, variant, target, selected, timeout_s)
     log = target.parent / "maven.log"
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@ import enum
 import hashlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
@@ -19,14 +20,17 @@ from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, stri
 from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
 
 __all__ = [
+    "INPUTS_STAMP",
     "KAFKA_VERSION",
     "PATCHED_SUFFIX",
     "SWITCHES",
     "Variant",
     "build_dir",
+    "build_dir_for",
     "build_patched_client",
     "default_module_dir",
     "maven_command",
+    "module_fingerprint",
 ]
 
 KAFKA_VERSION: Final = "4.3.1"
@@ -70,18 +74,45 @@ def build_dir(variant: Variant) -> Path:
     return Path(base) / "connmgr" / "kafka-clients-patch" / variant.value / "target"
 
 
-def _client_fingerprint(module_dir: Path, tools: JavaTools) -> str:
-    """Hash of what the patched client's bytes depend on: the pom, the diffs and the script
-    that applies them, the project's own classes, and the JDK/Maven used."""
+def module_fingerprint(module_dir: Path, tools: JavaTools) -> str:
+    """Hash of everything a build of the module depends on: the pom, the diffs (both series)
+    and the script that applies them, the project's own classes and tests, and the JDK/Maven
+    used."""
     h = hashlib.sha256()
-    for part in ("kafka-clients-patched-v1", str(tools.java.resolve()), str(tools.mvn)):
+    for part in ("kafka-clients-patched-v2", str(tools.java.resolve()), str(tools.mvn)):
         h.update(part.encode() + b"\0")
     files = [module_dir / "pom.xml", module_dir / "apply-patches.sh"]
-    files += sorted(p for p in (module_dir / "patches").rglob("*") if p.is_file())
-    files += sorted(p for p in (module_dir / "src" / "main").rglob("*") if p.is_file())
+    for tree in ("patches", "switches-on", "src"):
+        files += sorted(p for p in (module_dir / tree).rglob("*") if p.is_file())
     for path in files:
         h.update(str(path.relative_to(module_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+INPUTS_STAMP: Final = ".connmgr-inputs"
+"""File in a build directory naming the :func:`module_fingerprint` its contents were built
+from (written once Maven has run)."""
+
+
+@contextmanager
+def build_dir_for(target: Path, fingerprint: str, timeout_s: float) -> Iterator[Path]:
+    """Hold ``target`` (a variant's build directory) for one build of inputs ``fingerprint``:
+    under an exclusive lock (another process building the variant, say from another checkout,
+    waits up to ``timeout_s``), emptied first unless its stamp names the same inputs, and
+    stamped once the body has run.
+
+    Why emptied: the build unpacks the released classes once and compiles only the files the
+    diffs touch over them, so a series that touches fewer files than the one built before
+    would leave the earlier series' classes (and its tests in ``test-classes``) in place, a
+    client that is neither. Kafka's Mockito-based tests fail on such a mix.
+    """
+    with file_lock(target.parent / ".lock", timeout_s):
+        stamp = target / INPUTS_STAMP
+        if not stamp.is_file() or stamp.read_text(encoding="utf-8") != fingerprint:
+            shutil.rmtree(target, ignore_errors=True)
+        yield target
+        target.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(fingerprint, encoding="utf-8")
 
 
 def maven_command(tools: JavaTools, module_dir: Path, target: Path, *args: str) -> list[str]:
@@ -102,7 +133,7 @@ def build_patched_client(
 
     Built with ``mvn -B -T 1 package -DskipTests`` in a directory of its own (not a test
     variant's, which a concurrent test run rewrites), then copied to a file named by the
-    fingerprint of its inputs (:func:`_client_fingerprint`): a later call with the same
+    fingerprint of its inputs (:func:`module_fingerprint`): a later call with the same
     inputs returns that file without running Maven. An exclusive file lock makes concurrent
     callers wait for one build. Raises :class:`JavaBuildError` with the tail of Maven's
     output if the build fails or exceeds ``timeout_s``.
@@ -112,7 +143,7 @@ def build_patched_client(
     if not (module_dir / "pom.xml").is_file():
         raise JavaToolError(f"no pom.xml in {module_dir} (expected the kafka-clients-patch module)")
     home = build_dir(Variant.DEFAULTS).parent.parent / "client"
-    fingerprint = _client_fingerprint(module_dir, tools)
+    fingerprint = module_fingerprint(module_dir, tools)
     jar = home / f"kafka-clients-{KAFKA_VERSION}{PATCHED_SUFFIX}-{fingerprint[:16]}.jar"
     with file_lock(home / ".lock", timeout_s):
         if jar.is_file():
