@@ -272,6 +272,16 @@ def test_the_telemetry_loop_replays_its_detour() -> None:
     assert 5 not in {b for batch in dials(other) for b in batch}
 
 
+def test_a_telemetry_node_nothing_picked_is_not_the_loops_dial() -> None:
+    """Recorded in a CI run of kafka-clients 4.4.0: picks -3, -2, 5; the telemetry request
+    went to 6, a leader the sender dialled after the loop had dialled 5. The model used to
+    dial 6 at once for telemetry, a batch ahead of 5."""
+    result, _ = run("txn-producer", "java-today", replay_choices="-3,-2,5", replay_telemetry="6")
+    assert dials(result) == [[5, 6], [2, 4]]
+    (telemetry,) = [r for r in result.requests if r.api is Api.GET_TELEMETRY_SUBSCRIPTIONS]
+    assert telemetry.key.broker_id == 6
+
+
 # Found by this module's first version (a strict xfail then): the proposed policy gave the
 # producer's TxnOffsetCommit a coordination connection next to the data connection its
 # transaction coordinator uses (5 sockets against java-today's 4). A producer's coordinator
