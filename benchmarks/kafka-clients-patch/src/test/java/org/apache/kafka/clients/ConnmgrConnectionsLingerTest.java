@@ -1,0 +1,473 @@
+package org.apache.kafka.clients;
+
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.AbstractConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.internals.ClusterResourceListeners;
+import org.apache.kafka.common.metrics.MetricConfig;
+import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.network.NetworkReceive;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.requests.MetadataRequest;
+import org.apache.kafka.common.requests.MetadataResponse;
+import org.apache.kafka.common.requests.RequestHeader;
+import org.apache.kafka.common.requests.RequestTestUtils;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.LogContext;
+import org.apache.kafka.common.utils.MockTime;
+import org.apache.kafka.test.MockSelector;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * {@code connections.linger.ms} (KIP (b) rule 6): a ready connection that no published {@link ConnectionNeeds}
+ * snapshot needs and that carries no request is closed once its linger has run out, as a chosen close (no reconnect
+ * backoff, no metadata request, counted under reason {@code unneeded}); one connection to a node of the current
+ * metadata is kept for any-node requests; with {@code -1}, or before any component has published, nothing is closed.
+ */
+public class ConnmgrConnectionsLingerTest {
+
+    private static final String TOPIC = "t";
+    private static final TopicPartition TP0 = new TopicPartition(TOPIC, 0);
+    private static final Uuid TOPIC_ID = Uuid.randomUuid();
+    private static final long RECONNECT_BACKOFF_MS = 10_000;
+    private static final int REQUEST_TIMEOUT_MS = 30_000;
+    private static final int LINGER_MS = 1_000;
+    private static final String REASON_GROUP = "producer-connection-close-reason-metrics";
+
+    private static final Node NODE0 = new Node(0, "localhost", 9090);
+    private static final Node NODE1 = new Node(1, "localhost", 9091);
+    private static final Node NODE2 = new Node(2, "localhost", 9092);
+
+    private final MockTime time = new MockTime();
+    /** Every address the client dialled, in order. */
+    private final List<InetSocketAddress> dials = new ArrayList<>();
+    private final MockSelector selector = new MockSelector(time, dials::add);
+    private Metadata metadata;
+    private Metrics metrics;
+
+    @BeforeEach
+    public void setup() {
+        metadata = new Metadata(50, 50, 600_000, new LogContext(), new ClusterResourceListeners());
+        MetadataResponse.PartitionMetadata partition = new MetadataResponse.PartitionMetadata(Errors.NONE, TP0,
+                Optional.of(1), Optional.of(1), List.of(1), List.of(1), Collections.emptyList());
+        MetadataResponse.TopicMetadata topic = new MetadataResponse.TopicMetadata(Errors.NONE, TOPIC, TOPIC_ID, false,
+                List.of(partition), MetadataResponse.AUTHORIZED_OPERATIONS_OMITTED);
+        metadata.updateWithCurrentRequestVersion(RequestTestUtils.metadataResponse(List.of(NODE0, NODE1, NODE2),
+                "cluster", 0, List.of(topic)), false, time.milliseconds());
+        metrics = new Metrics(new MetricConfig().tags(Map.of("client-id", "p1")), time);
+    }
+
+    @AfterEach
+    public void teardown() {
+        metrics.close();
+    }
+
+    private NetworkClient client(int lingerMs) {
+        return client(selector, lingerMs);
+    }
+
+    private NetworkClient client(MockSelector selector, int lingerMs) {
+        return new NetworkClient(null, metadata, selector, "p1", Integer.MAX_VALUE, RECONNECT_BACKOFF_MS,
+                RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time, false,
+                new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE,
+                MetadataRecoveryStrategy.NONE, false, new ConnectionRoleMetrics(metrics, "producer"), false, 0L,
+                lingerMs);
+    }
+
+    private static ConnectionNeeds needs(Node... nodes) {
+        return new ConnectionNeeds(Set.of(nodes), Set.of());
+    }
+
+    /** Dials the node and completes the connection (no ApiVersions exchange: discoverBrokerVersions is off). */
+    private void connect(NetworkClient client, Node node) {
+        assertFalse(client.ready(node, time.milliseconds()));
+        client.poll(0, time.milliseconds());
+        assertTrue(client.isReady(node, time.milliseconds()), "connected to " + node);
+        selector.clear();
+    }
+
+    /** Sends a request to the node and returns its header; it stays in flight until answered. */
+    private RequestHeader sendRequest(NetworkClient client, Node node) {
+        ClientRequest request = client.newClientRequest(node.idString(),
+                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true), time.milliseconds(), true);
+        client.send(request, time.milliseconds());
+        client.poll(0, time.milliseconds());
+        List<?> buffers = selector.completedSendBuffers();
+        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
+        buffer.getInt(); // size
+        selector.clear();
+        return RequestHeader.parse(buffer.slice());
+    }
+
+    private void respond(Node node, RequestHeader header) {
+        MetadataResponse response = RequestTestUtils.metadataUpdateWith(3, Collections.emptyMap());
+        selector.completeReceive(new NetworkReceive(node.idString(),
+                RequestTestUtils.serializeResponseWithHeader(response, header.apiVersion(), header.correlationId())));
+    }
+
+    private List<ClientResponse> poll(NetworkClient client) {
+        List<ClientResponse> responses = client.poll(0, time.milliseconds());
+        selector.clear();
+        return responses;
+    }
+
+    private boolean open(Node node) {
+        return selector.isChannelReady(node.idString());
+    }
+
+    private double unneededCloses() {
+        return metrics.metrics().entrySet().stream()
+                .filter(e -> e.getKey().group().equals(REASON_GROUP) && e.getKey().name().equals("connection-close-total")
+                        && "unneeded".equals(e.getKey().tags().get("reason")))
+                .mapToDouble(e -> ((Number) e.getValue().metricValue()).doubleValue())
+                .sum();
+    }
+
+    /** The connection was closed by choice: no socket, no state left, so no failure and no reconnect backoff. */
+    private void assertClosedByChoice(NetworkClient client, Node node) {
+        assertFalse(open(node), node + ": the socket is closed");
+        assertFalse(client.connectionFailed(node), node + ": a chosen close is not a failure");
+        assertEquals(0, client.connectionDelay(node, time.milliseconds()), node + ": no reconnect backoff");
+        assertFalse(metadata.updateRequested(), "no metadata update requested");
+    }
+
+    @Test
+    public void testUnneededIdleConnectionClosesExactlyAtLingerExpiryAsAChosenCloseCountedUnderUnneeded() {
+        NetworkClient client = client(LINGER_MS);
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        connect(client, NODE0);
+        connect(client, NODE1);
+        publisher.publish(needs(NODE0));
+        poll(client); // the linger of node 1 starts here
+        time.sleep(LINGER_MS - 1);
+        poll(client);
+        assertTrue(open(NODE1), "kept until the linger has run out");
+        assertEquals(0, unneededCloses());
+
+        time.sleep(1);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+        assertEquals(1, unneededCloses(), "counted under reason unneeded");
+        assertTrue(client.isReady(NODE0, time.milliseconds()), "the needed connection is kept");
+
+        int dialled = dials.size();
+        assertFalse(client.ready(NODE1, time.milliseconds()));
+        assertEquals(dialled + 1, dials.size(), "a caller that needs it again dials at once: no backoff");
+    }
+
+    @Test
+    public void testNeededConnectionIsKept() {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(needs(NODE0));
+        client.needsPublisher("transactions").publish(new ConnectionNeeds(Set.of(), Set.of(NODE1)));
+        for (int i = 0; i < 10; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+        }
+        assertTrue(open(NODE0));
+        assertTrue(open(NODE1), "a coordinator one component needs is kept");
+        assertEquals(0, unneededCloses());
+    }
+
+    @Test
+    public void testConnectionWithARequestInFlightIsKeptUntilItsResponseThenLingers() {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(needs(NODE0));
+        poll(client);
+        RequestHeader header = sendRequest(client, NODE1);
+        for (int i = 0; i < 5; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+            assertTrue(open(NODE1), "a busy connection is never closed by the linger");
+        }
+
+        respond(NODE1, header);
+        List<ClientResponse> responses = poll(client);
+        assertEquals(1, responses.size());
+        assertFalse(responses.get(0).wasDisconnected());
+        time.sleep(LINGER_MS - 1);
+        poll(client);
+        assertTrue(open(NODE1), "the linger starts when the response is read");
+        time.sleep(1);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+    }
+
+    @Test
+    public void testASendWithoutResponseRestartsTheLinger() {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(needs(NODE0));
+        poll(client);
+        time.sleep(LINGER_MS - 1);
+        // Like an acks=0 Produce: no response, so it leaves the in-flight set in the poll that sends it.
+        client.send(client.newClientRequest(NODE1.idString(),
+                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true), time.milliseconds(), false),
+                time.milliseconds());
+        poll(client);
+        assertEquals(0, client.inFlightRequestCount(NODE1.idString()));
+        time.sleep(1);
+        poll(client);
+        assertTrue(open(NODE1), "the linger runs from the last use");
+        time.sleep(LINGER_MS - 1);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+    }
+
+    @Test
+    public void testNeedPublishedAgainBeforeExpiryKeepsTheConnectionAndALaterLossStartsTheLingerAgain() {
+        NetworkClient client = client(LINGER_MS);
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        connect(client, NODE0);
+        connect(client, NODE1);
+        publisher.publish(needs(NODE0));
+        poll(client);
+        time.sleep(LINGER_MS / 2);
+        publisher.publish(needs(NODE0, NODE1));
+        poll(client);
+        time.sleep(5 * LINGER_MS);
+        poll(client);
+        assertTrue(open(NODE1), "needed again before its linger ran out");
+
+        publisher.publish(needs(NODE0));
+        poll(client);
+        time.sleep(LINGER_MS - 1);
+        poll(client);
+        assertTrue(open(NODE1), "a full linger from the new loss, not from the first");
+        time.sleep(1);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+    }
+
+    @Test
+    public void testOffClosesNothing() {
+        NetworkClient client = client(-1);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(ConnectionNeeds.NONE);
+        for (int i = 0; i < 10; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+        }
+        assertTrue(open(NODE0));
+        assertTrue(open(NODE1));
+        assertEquals(0, unneededCloses());
+    }
+
+    @Test
+    public void testNothingIsClosedBeforeAnyComponentPublishes() {
+        NetworkClient client = client(0);
+        client.needsPublisher("consumer"); // registered, never published: a client kind without a publisher
+        connect(client, NODE0);
+        connect(client, NODE1);
+        for (int i = 0; i < 10; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+        }
+        assertTrue(open(NODE0));
+        assertTrue(open(NODE1));
+        assertEquals(0, unneededCloses());
+    }
+
+    @Test
+    public void testAnyNodeAnchorKeepsTheLastUsedConnectionWhenNothingElseIsHeld() {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        connect(client, NODE2);
+        client.needsPublisher("admin").publish(ConnectionNeeds.NONE);
+        poll(client);
+        time.sleep(LINGER_MS / 2);
+        respond(NODE1, sendRequest(client, NODE1)); // node 1 is the last used
+        poll(client);
+        time.sleep(LINGER_MS);
+        poll(client);
+        assertFalse(open(NODE0));
+        assertFalse(open(NODE2));
+        assertTrue(open(NODE1), "the last used connection to a node of the metadata is kept for any-node requests");
+        for (int i = 0; i < 10; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+        }
+        assertTrue(open(NODE1), "the anchor stays while it is the only connection");
+        assertEquals(2, unneededCloses());
+
+        // Once a needed connection holds a node of the metadata, the anchor is no longer kept: its linger ran out
+        // long ago, so it closes in the poll that makes the needed connection ready.
+        client.needsPublisher("admin").publish(needs(NODE0));
+        connect(client, NODE0);
+        assertFalse(open(NODE1));
+        assertTrue(open(NODE0));
+        assertEquals(3, unneededCloses());
+    }
+
+    @Test
+    public void testPollTimeoutIncludesTheNextLingerDeadline() {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(needs(NODE0));
+        poll(client);
+        time.sleep(LINGER_MS / 4);
+        long start = time.milliseconds();
+        client.poll(Long.MAX_VALUE, start); // MockSelector sleeps the timeout it is given
+        assertEquals(LINGER_MS - LINGER_MS / 4, time.milliseconds() - start, "woken at the deadline");
+        assertFalse(open(NODE1), "and closed in that poll");
+
+        start = time.milliseconds();
+        client.poll(Long.MAX_VALUE, start);
+        assertEquals(REQUEST_TIMEOUT_MS, time.milliseconds() - start, "no deadline left: the usual bound");
+    }
+
+    @Test
+    public void testPublishingFromAnotherThreadWhilePollRunsTakesNoLock() throws Exception {
+        CountDownLatch published = new CountDownLatch(1);
+        AtomicReference<NetworkClient> clientRef = new AtomicReference<>();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        // A selector whose poll, on the network thread inside NetworkClient.poll, waits for a publish from another
+        // thread: that publish would never finish if it needed anything the polling thread holds.
+        MockSelector blocking = new MockSelector(time) {
+            @Override
+            public void poll(long timeout) throws IOException {
+                Thread publisher = new Thread(() -> {
+                    try {
+                        clientRef.get().needsPublisher("producer").publish(needs(NODE0));
+                        published.countDown();
+                    } catch (Throwable t) {
+                        failure.set(t);
+                    }
+                });
+                publisher.start();
+                try {
+                    assertTrue(published.await(10, TimeUnit.SECONDS), "the publish completed while poll ran");
+                    publisher.join();
+                } catch (InterruptedException e) {
+                    throw new IOException(e);
+                }
+                super.poll(timeout);
+            }
+        };
+        NetworkClient client = client(blocking, LINGER_MS);
+        clientRef.set(client);
+        assertFalse(client.ready(NODE0, time.milliseconds()));
+        assertFalse(client.ready(NODE1, time.milliseconds()));
+        client.poll(0, time.milliseconds());
+        assertNull(failure.get());
+        assertTrue(blocking.isChannelReady(NODE0.idString()));
+        assertTrue(blocking.isChannelReady(NODE1.idString()));
+        time.sleep(LINGER_MS);
+        client.poll(0, time.milliseconds());
+        assertFalse(blocking.isChannelReady(NODE1.idString()), "the snapshot published during poll is read");
+    }
+
+    @Test
+    public void testConcurrentPublishesWhilePolling() throws Exception {
+        NetworkClient client = client(0);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        publisher.publish(needs(NODE0, NODE1));
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        Thread other = new Thread(() -> {
+            try {
+                for (int i = 0; i < 20_000; i++)
+                    client.needsPublisher("consumer").publish(i % 2 == 0 ? needs(NODE0, NODE1) : needs(NODE1));
+            } catch (Throwable t) {
+                failure.set(t);
+            }
+        });
+        other.start();
+        for (int i = 0; i < 2_000 && other.isAlive(); i++)
+            poll(client);
+        other.join();
+        assertNull(failure.get());
+        assertTrue(open(NODE0), "needed by the producer's snapshot throughout");
+        assertTrue(open(NODE1), "needed by the producer's snapshot throughout");
+    }
+
+    @Test
+    public void testPublisherIsStablePerComponentAndMockClientPublishesNothing() {
+        NetworkClient client = client(LINGER_MS);
+        ConnectionNeedsFeed feed = new ConnectionNeedsFeed();
+        assertNull(feed.neededConnectionIds(), "no snapshot yet");
+        feed.publisher("a").publish(needs(NODE0));
+        feed.publisher("b").publish(new ConnectionNeeds(Set.of(), Set.of(new Node(Integer.MAX_VALUE - 1, "h", 1))));
+        assertEquals(Set.of("0", String.valueOf(Integer.MAX_VALUE - 1)), feed.neededConnectionIds());
+        Set<String> union = feed.neededConnectionIds();
+        assertSame(union, feed.neededConnectionIds(), "recomputed only when a snapshot changed");
+        feed.publisher("a").publish(ConnectionNeeds.NONE);
+        assertEquals(Set.of(String.valueOf(Integer.MAX_VALUE - 1)), feed.neededConnectionIds());
+        assertThrows(NullPointerException.class, () -> client.needsPublisher("x").publish(null));
+
+        // Kafka's MockClient, compiled against 4.3.1's KafkaClient, gets the interface's default.
+        KafkaClient mock = new MockClient(time);
+        assertSame(ConnectionNeedsPublisher.NONE, mock.needsPublisher("producer"));
+        mock.needsPublisher("producer").publish(needs(NODE0));
+    }
+
+    @Test
+    public void testEveryClientDefinesTheOptionWithDefaultOffAndAtLeastMinusOne() {
+        Map<String, Object> props = new HashMap<>();
+        props.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
+        Map<String, Object> producer = new HashMap<>(props);
+        producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
+        producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
+        Map<String, Object> consumer = new HashMap<>(props);
+        consumer.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        consumer.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        int dflt = CommonClientConfigs.DEFAULT_CONNECTIONS_LINGER_MS;
+        assertEquals(dflt, ClientUtils.connectionsLingerMs(new ProducerConfig(producer)));
+        assertEquals(dflt, ClientUtils.connectionsLingerMs(new ConsumerConfig(consumer)));
+        assertEquals(dflt, ClientUtils.connectionsLingerMs(new AdminClientConfig(props)));
+        assertEquals(CommonClientConfigs.DEFAULT_CONNECTIONS_LINGER_MS,
+                ClientUtils.connectionsLingerMs(new AbstractConfig(new ConfigDef(), Map.of())));
+
+        for (Map<String, Object> config : List.of(producer, consumer, props))
+            config.put(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG, 3000);
+        assertEquals(3000, ClientUtils.connectionsLingerMs(new ProducerConfig(producer)));
+        assertEquals(3000, ClientUtils.connectionsLingerMs(new ConsumerConfig(consumer)));
+        assertEquals(3000, ClientUtils.connectionsLingerMs(new AdminClientConfig(props)));
+
+        for (Map<String, Object> config : List.of(producer, consumer, props))
+            config.put(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG, -2);
+        assertThrows(ConfigException.class, () -> new ProducerConfig(producer));
+        assertThrows(ConfigException.class, () -> new ConsumerConfig(consumer));
+        assertThrows(ConfigException.class, () -> new AdminClientConfig(props));
+    }
+}
