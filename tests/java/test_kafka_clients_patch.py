@@ -6,7 +6,8 @@ test classes of the code the patch touches, from Kafka's 4.3.1 test jar, plus th
 own ``Connmgr*Test`` classes. The counts per Kafka class are those the unpatched release gives
 (measured, docs/kafka-clients-patch.md): the patch neither loses nor adds a Kafka test, and
 none fails. The slower classes (KafkaAdminClientTest, KafkaProducerTest, KafkaConsumerTest,
-RecordAccumulatorTest, EagerConsumerCoordinatorTest, CooperativeConsumerCoordinatorTest) run in
+RecordAccumulatorTest, EagerConsumerCoordinatorTest, CooperativeConsumerCoordinatorTest,
+AsyncKafkaConsumerTest) run in
 ``python -m connmgr.java.patch``, not here.
 """
 
@@ -45,6 +46,9 @@ STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.admin.internals.AdminMetadataManagerTest": 7,
         "org.apache.kafka.clients.consumer.internals.AbstractCoordinatorTest": 53,
         "org.apache.kafka.clients.producer.internals.TransactionManagerTest": 160,
+        "org.apache.kafka.clients.consumer.internals.FetcherTest": 89,
+        "org.apache.kafka.clients.consumer.internals.FetchRequestManagerTest": 99,
+        "org.apache.kafka.clients.consumer.internals.RequestManagersTest": 2,
     }
 )
 """Tests each Kafka class runs against the unpatched 4.3.1 (all pass there)."""
@@ -61,6 +65,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
         "org.apache.kafka.clients.producer.internals.ConnmgrProducerConnectionNeedsTest": 4,
+        "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerConnectionNeedsTest": 6,
     }
 )
 """The project's own test classes and their test counts."""

@@ -86,6 +86,10 @@ KAFKA_TEST_CLASSES: Final = (
     "EagerConsumerCoordinatorTest",
     "CooperativeConsumerCoordinatorTest",
     "TransactionManagerTest",
+    "FetcherTest",
+    "FetchRequestManagerTest",
+    "RequestManagersTest",
+    "AsyncKafkaConsumerTest",
 )
 """Kafka's test classes of the code the patch touches (the pom's default ``kafka.tests``).
 ``ConsumerCoordinatorTest`` is abstract: its two concrete subclasses run it."""
