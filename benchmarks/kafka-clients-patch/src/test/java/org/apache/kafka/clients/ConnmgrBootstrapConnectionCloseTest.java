@@ -2,7 +2,6 @@ package org.apache.kafka.clients;
 
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
-import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.requests.AbstractResponse;
 import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
@@ -16,7 +15,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.Collections;
 import java.util.List;
 
@@ -67,22 +65,16 @@ public class ConnmgrBootstrapConnectionCloseTest {
     }
 
     private RequestHeader lastSentHeader() {
-        List<?> buffers = selector.completedSendBuffers();
-        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
-        buffer.getInt(); // size
-        return RequestHeader.parse(buffer.slice());
+        return ConnmgrSelectorExchange.lastSentHeader(selector);
     }
 
     private void respond(String nodeId, RequestHeader header, AbstractResponse response) {
-        selector.completeReceive(new NetworkReceive(nodeId,
-                RequestTestUtils.serializeResponseWithHeader(response, header.apiVersion(), header.correlationId())));
+        ConnmgrSelectorExchange.respond(selector, nodeId, header, response);
     }
 
-    /** One poll that handles the queued responses; MockSelector keeps them until cleared. */
+    /** One poll that handles the queued responses. */
     private List<ClientResponse> pollResponses(NetworkClient client) {
-        List<ClientResponse> responses = client.poll(0, time.milliseconds());
-        selector.clear();
-        return responses;
+        return ConnmgrSelectorExchange.poll(client, selector, time);
     }
 
     private static MetadataResponse twoBrokers() {
@@ -201,6 +193,7 @@ public class ConnmgrBootstrapConnectionCloseTest {
     @Test
     public void testEveryClientConfigDefinesTheOptionWithItsDefault() {
         ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.BOOTSTRAP_CONNECTION_CLOSE_ENABLE_CONFIG,
-            CommonClientConfigs.DEFAULT_BOOTSTRAP_CONNECTION_CLOSE_ENABLE, ClientUtils::bootstrapConnectionCloseEnabled);
+            CommonClientConfigs.DEFAULT_BOOTSTRAP_CONNECTION_CLOSE_ENABLE, !CommonClientConfigs.DEFAULT_BOOTSTRAP_CONNECTION_CLOSE_ENABLE,
+            ClientUtils::bootstrapConnectionCloseEnabled);
     }
 }

@@ -12,12 +12,10 @@ import org.apache.kafka.common.metrics.KafkaMetricsContext;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.common.network.ChannelState;
-import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.network.PlaintextChannelBuilder;
 import org.apache.kafka.common.network.Selectable;
 import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.requests.MetadataRequest;
-import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
@@ -34,7 +32,6 @@ import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
-import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.util.ArrayList;
@@ -268,17 +265,8 @@ public class ConnmgrConnectionCloseReasonTest {
         Metadata metadata = new Metadata(50, 50, 60_000, new LogContext(), new ClusterResourceListeners());
         metadata.bootstrap(Collections.singletonList(new InetSocketAddress("localhost", 9092)));
         NetworkClient client = client(selector, null, metadata, false, MetadataRecoveryStrategy.NONE, true, true);
-        client.poll(0, time.milliseconds());       // dial the bootstrap node
-        selector.clear();
-        client.poll(0, time.milliseconds());       // send the metadata request
-        List<?> buffers = selector.completedSendBuffers();
-        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
-        buffer.getInt();
-        RequestHeader header = RequestHeader.parse(buffer.slice());
-        selector.completeReceive(new NetworkReceive("-1", RequestTestUtils.serializeResponseWithHeader(
-                RequestTestUtils.metadataResponse(List.of(NODE0, NODE1), "cluster", 0, Collections.emptyList()),
-                header.apiVersion(), header.correlationId())));
-        poll(client);
+        ConnmgrSelectorExchange.answerMetadataFromBootstrap(client, selector, time,
+                RequestTestUtils.metadataResponse(List.of(NODE0, NODE1), "cluster", 0, Collections.emptyList()));
         assertReasons(reasons("bootstrap_replaced", 1));
 
         connect(client, NODE1);

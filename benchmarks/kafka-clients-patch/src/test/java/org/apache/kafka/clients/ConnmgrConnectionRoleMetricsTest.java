@@ -8,8 +8,6 @@ import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.metrics.KafkaMetric;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.network.NetworkReceive;
-import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
@@ -21,7 +19,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -77,18 +74,8 @@ public class ConnmgrConnectionRoleMetricsTest {
     }
 
     private void answerMetadataFromBootstrap(NetworkClient client) {
-        client.poll(0, time.milliseconds());   // dial the bootstrap node
-        selector.clear();
-        client.poll(0, time.milliseconds());   // send the metadata request
-        List<?> buffers = selector.completedSendBuffers();
-        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
-        buffer.getInt();
-        RequestHeader header = RequestHeader.parse(buffer.slice());
-        selector.completeReceive(new NetworkReceive("-1", RequestTestUtils.serializeResponseWithHeader(
-                RequestTestUtils.metadataUpdateWith(2, Collections.emptyMap()), header.apiVersion(),
-                header.correlationId())));
-        client.poll(0, time.milliseconds());
-        selector.clear();
+        ConnmgrSelectorExchange.answerMetadataFromBootstrap(client, selector, time,
+                RequestTestUtils.metadataUpdateWith(2, Collections.emptyMap()));
     }
 
     @Test

@@ -1,25 +1,16 @@
 package org.apache.kafka.clients;
 
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
-import org.apache.kafka.common.config.AbstractConfig;
-import org.apache.kafka.common.config.ConfigDef;
-import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
 import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.test.MockSelector;
@@ -30,10 +21,8 @@ import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -119,27 +108,17 @@ public class ConnmgrConnectionsLingerTest {
 
     /** Sends a request to the node and returns its header; it stays in flight until answered. */
     private RequestHeader sendRequest(NetworkClient client, Node node) {
-        ClientRequest request = client.newClientRequest(node.idString(),
-                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true), time.milliseconds(), true);
-        client.send(request, time.milliseconds());
-        client.poll(0, time.milliseconds());
-        List<?> buffers = selector.completedSendBuffers();
-        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
-        buffer.getInt(); // size
-        selector.clear();
-        return RequestHeader.parse(buffer.slice());
+        return ConnmgrSelectorExchange.send(client, selector, time, node,
+                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true));
     }
 
     private void respond(Node node, RequestHeader header) {
-        MetadataResponse response = RequestTestUtils.metadataUpdateWith(3, Collections.emptyMap());
-        selector.completeReceive(new NetworkReceive(node.idString(),
-                RequestTestUtils.serializeResponseWithHeader(response, header.apiVersion(), header.correlationId())));
+        ConnmgrSelectorExchange.respond(selector, node.idString(), header,
+                RequestTestUtils.metadataUpdateWith(3, Collections.emptyMap()));
     }
 
     private List<ClientResponse> poll(NetworkClient client) {
-        List<ClientResponse> responses = client.poll(0, time.milliseconds());
-        selector.clear();
-        return responses;
+        return ConnmgrSelectorExchange.poll(client, selector, time);
     }
 
     private boolean open(Node node) {
@@ -275,12 +254,8 @@ public class ConnmgrConnectionsLingerTest {
         assertClosedByChoice(client, NODE1);
     }
 
-    @Test
-    public void testOffClosesNothing() {
-        NetworkClient client = client(-1);
-        connect(client, NODE0);
-        connect(client, NODE1);
-        client.needsPublisher("producer").publish(ConnectionNeeds.NONE);
+    /** Ten lingers pass, with a poll after each: nodes 0 and 1 are still open and nothing closed as unneeded. */
+    private void assertNothingClosedThroughTenLingers(NetworkClient client) {
         for (int i = 0; i < 10; i++) {
             time.sleep(LINGER_MS);
             poll(client);
@@ -291,18 +266,21 @@ public class ConnmgrConnectionsLingerTest {
     }
 
     @Test
+    public void testOffClosesNothing() {
+        NetworkClient client = client(-1);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(ConnectionNeeds.NONE);
+        assertNothingClosedThroughTenLingers(client);
+    }
+
+    @Test
     public void testNothingIsClosedBeforeAnyComponentPublishes() {
         NetworkClient client = client(0);
         client.needsPublisher("consumer"); // registered, never published: a client kind without a publisher
         connect(client, NODE0);
         connect(client, NODE1);
-        for (int i = 0; i < 10; i++) {
-            time.sleep(LINGER_MS);
-            poll(client);
-        }
-        assertTrue(open(NODE0));
-        assertTrue(open(NODE1));
-        assertEquals(0, unneededCloses());
+        assertNothingClosedThroughTenLingers(client);
     }
 
     @Test
@@ -443,31 +421,8 @@ public class ConnmgrConnectionsLingerTest {
 
     @Test
     public void testEveryClientDefinesTheOptionWithDefaultOffAndAtLeastMinusOne() {
-        Map<String, Object> props = new HashMap<>();
-        props.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
-        Map<String, Object> producer = new HashMap<>(props);
-        producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        Map<String, Object> consumer = new HashMap<>(props);
-        consumer.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        consumer.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        int dflt = CommonClientConfigs.DEFAULT_CONNECTIONS_LINGER_MS;
-        assertEquals(dflt, ClientUtils.connectionsLingerMs(new ProducerConfig(producer)));
-        assertEquals(dflt, ClientUtils.connectionsLingerMs(new ConsumerConfig(consumer)));
-        assertEquals(dflt, ClientUtils.connectionsLingerMs(new AdminClientConfig(props)));
-        assertEquals(CommonClientConfigs.DEFAULT_CONNECTIONS_LINGER_MS,
-                ClientUtils.connectionsLingerMs(new AbstractConfig(new ConfigDef(), Map.of())));
-
-        for (Map<String, Object> config : List.of(producer, consumer, props))
-            config.put(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG, 3000);
-        assertEquals(3000, ClientUtils.connectionsLingerMs(new ProducerConfig(producer)));
-        assertEquals(3000, ClientUtils.connectionsLingerMs(new ConsumerConfig(consumer)));
-        assertEquals(3000, ClientUtils.connectionsLingerMs(new AdminClientConfig(props)));
-
-        for (Map<String, Object> config : List.of(producer, consumer, props))
-            config.put(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG, -2);
-        assertThrows(ConfigException.class, () -> new ProducerConfig(producer));
-        assertThrows(ConfigException.class, () -> new ConsumerConfig(consumer));
-        assertThrows(ConfigException.class, () -> new AdminClientConfig(props));
+        ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG,
+                CommonClientConfigs.DEFAULT_CONNECTIONS_LINGER_MS, 3000, ClientUtils::connectionsLingerMs);
+        ConnmgrClientConfigs.assertEveryClientRejects(CommonClientConfigs.CONNECTIONS_LINGER_MS_CONFIG, -2);
     }
 }

@@ -1,19 +1,11 @@
 package org.apache.kafka.clients;
 
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.Node;
-import org.apache.kafka.common.config.AbstractConfig;
-import org.apache.kafka.common.config.ConfigDef;
-import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.RequestTestUtils;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.test.MockSelector;
@@ -42,7 +34,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -175,9 +166,7 @@ public class ConnmgrDnsRefreshTest {
     }
 
     private List<ClientResponse> poll(NetworkClient client) {
-        List<ClientResponse> responses = client.poll(0, time.milliseconds());
-        selector.clear();
-        return responses;
+        return ConnmgrSelectorExchange.poll(client, selector, time);
     }
 
     /**
@@ -450,29 +439,10 @@ public class ConnmgrDnsRefreshTest {
 
     @Test
     public void testEveryClientDefinesTheOptionAndConstructorsWithoutItUseItsDefault() {
-        Map<String, Object> props = new HashMap<>();
-        props.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
-        Map<String, Object> producer = new HashMap<>(props);
-        producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
-        Map<String, Object> consumer = new HashMap<>(props);
-        consumer.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        consumer.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
         long dflt = CommonClientConfigs.DEFAULT_CLIENT_DNS_REFRESH_MS;
-        assertEquals(dflt, ClientUtils.dnsRefreshMs(new ProducerConfig(producer)));
-        assertEquals(dflt, ClientUtils.dnsRefreshMs(new ConsumerConfig(consumer)));
-        assertEquals(dflt, ClientUtils.dnsRefreshMs(new AdminClientConfig(props)));
-        assertEquals(dflt, ClientUtils.dnsRefreshMs(new AbstractConfig(new ConfigDef(), Map.of())));
-
-        String key = CommonClientConfigs.CLIENT_DNS_REFRESH_MS_CONFIG;
-        producer.put(key, 30_000L);
-        consumer.put(key, 30_000L);
-        props.put(key, 30_000L);
-        assertEquals(30_000L, ClientUtils.dnsRefreshMs(new ProducerConfig(producer)));
-        assertEquals(30_000L, ClientUtils.dnsRefreshMs(new ConsumerConfig(consumer)));
-        assertEquals(30_000L, ClientUtils.dnsRefreshMs(new AdminClientConfig(props)));
-        props.put(key, -1L);
-        assertThrows(ConfigException.class, () -> new AdminClientConfig(props), "a negative period is rejected");
+        ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.CLIENT_DNS_REFRESH_MS_CONFIG, dflt, 30_000L,
+                ClientUtils::dnsRefreshMs);
+        ConnmgrClientConfigs.assertEveryClientRejects(CommonClientConfigs.CLIENT_DNS_REFRESH_MS_CONFIG, -1L);
 
         // The 24-argument constructor (0003's) and so every 4.3.1 constructor take the default.
         clientNumber++;

@@ -6,7 +6,6 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
-import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
@@ -20,7 +19,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -99,27 +97,17 @@ public class ConnmgrEndpointChangeRetireTest {
 
     /** Sends a request to the node and returns its header; it stays in flight until answered. */
     private RequestHeader sendRequest(NetworkClient client, Node node) {
-        ClientRequest request = client.newClientRequest(node.idString(),
-                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true), time.milliseconds(), true);
-        client.send(request, time.milliseconds());
-        client.poll(0, time.milliseconds());
-        List<?> buffers = selector.completedSendBuffers();
-        ByteBuffer buffer = selector.completedSendBuffers().get(buffers.size() - 1).buffer();
-        buffer.getInt(); // size
-        selector.clear();
-        return RequestHeader.parse(buffer.slice());
+        return ConnmgrSelectorExchange.send(client, selector, time, node,
+                new MetadataRequest.Builder(Collections.singletonList(TOPIC), true));
     }
 
     private void respond(Node node, RequestHeader header) {
-        MetadataResponse response = RequestTestUtils.metadataUpdateWith(2, Collections.emptyMap());
-        selector.completeReceive(new NetworkReceive(node.idString(),
-                RequestTestUtils.serializeResponseWithHeader(response, header.apiVersion(), header.correlationId())));
+        ConnmgrSelectorExchange.respond(selector, node.idString(), header,
+                RequestTestUtils.metadataUpdateWith(2, Collections.emptyMap()));
     }
 
     private List<ClientResponse> poll(NetworkClient client) {
-        List<ClientResponse> responses = client.poll(0, time.milliseconds());
-        selector.clear();
-        return responses;
+        return ConnmgrSelectorExchange.poll(client, selector, time);
     }
 
     /** The connection was closed by choice: no socket, no state left, so no failure and no reconnect backoff. */
@@ -365,6 +353,7 @@ public class ConnmgrEndpointChangeRetireTest {
     @Test
     public void testEveryClientConfigDefinesTheOptionWithItsDefault() {
         ConnmgrClientConfigs.assertEveryClientDefines(CommonClientConfigs.ENDPOINT_CHANGE_RETIRE_ENABLE_CONFIG,
-            CommonClientConfigs.DEFAULT_ENDPOINT_CHANGE_RETIRE_ENABLE, ClientUtils::endpointChangeRetireEnabled);
+            CommonClientConfigs.DEFAULT_ENDPOINT_CHANGE_RETIRE_ENABLE, !CommonClientConfigs.DEFAULT_ENDPOINT_CHANGE_RETIRE_ENABLE,
+            ClientUtils::endpointChangeRetireEnabled);
     }
 }

@@ -1,9 +1,9 @@
 package org.apache.kafka.clients.consumer.internals;
 
 import org.apache.kafka.clients.ApiVersions;
-import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.ConnectionNeeds;
 import org.apache.kafka.clients.ConnectionNeedsPublisher;
+import org.apache.kafka.clients.ConnmgrSelectorExchange;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.GroupRebalanceConfig;
 import org.apache.kafka.clients.KafkaClient;
@@ -20,11 +20,7 @@ import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.compress.Compression;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.message.FetchResponseData;
-import org.apache.kafka.common.message.JoinGroupRequestData;
-import org.apache.kafka.common.message.JoinGroupResponseData;
 import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.network.NetworkReceive;
-import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.record.internal.MemoryRecords;
 import org.apache.kafka.common.record.internal.SimpleRecord;
@@ -41,14 +37,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.common.utils.Time;
-import org.apache.kafka.common.utils.Timer;
 import org.apache.kafka.common.utils.Utils;
 import org.apache.kafka.test.MockSelector;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -59,6 +53,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 
+import static org.apache.kafka.clients.consumer.internals.ConnmgrGroupCoordinators.TestCoordinator;
+import static org.apache.kafka.clients.consumer.internals.ConnmgrGroupCoordinators.coordinatorConnection;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -124,48 +120,10 @@ public class ConnmgrConsumerConnectionNeedsTest {
         }
     }
 
-    /** The least a group protocol needs. */
-    private static final class TestCoordinator extends AbstractCoordinator {
-        TestCoordinator(ConsumerNetworkClient client, Time time) {
-            super(new GroupRebalanceConfig(10_000, 60_000, 3_000, GROUP_ID, Optional.empty(), null, RETRY_BACKOFF_MS,
-                    RETRY_BACKOFF_MS), new LogContext(), client, new Metrics(time), "connmgr", time);
-        }
-
-        @Override
-        protected String protocolType() {
-            return "consumer";
-        }
-
-        @Override
-        protected JoinGroupRequestData.JoinGroupRequestProtocolCollection metadata() {
-            return new JoinGroupRequestData.JoinGroupRequestProtocolCollection();
-        }
-
-        @Override
-        protected void onJoinComplete(int generation, String memberId, String protocol, ByteBuffer memberAssignment) {
-        }
-
-        @Override
-        protected boolean onJoinPrepare(Timer timer, int generation, String memberId) {
-            return true;
-        }
-
-        @Override
-        protected Map<String, ByteBuffer> onLeaderElected(String leaderId, String protocol,
-                                                          List<JoinGroupResponseData.JoinGroupResponseMember> allMemberMetadata,
-                                                          boolean skipAssignment) {
-            return Map.of();
-        }
-    }
-
     @AfterEach
     public void close() throws Exception {
         for (AutoCloseable closeable : toClose)
             closeable.close();
-    }
-
-    private static Node coordinatorConnection(Node broker) {
-        return new Node(Integer.MAX_VALUE - broker.id(), broker.host(), broker.port());
     }
 
     /** Metadata naming the three brokers, with TOPIC's partition i led by {@code leaders[i]}. */
@@ -278,7 +236,8 @@ public class ConnmgrConsumerConnectionNeedsTest {
     public void testClassicCoordinatorPublishesTheCoordinatorItUses() {
         updateMetadata(client, BROKER1);
         ConsumerNetworkClient consumerClient = consumerClient(client);
-        TestCoordinator coordinator = new TestCoordinator(consumerClient, time);
+        TestCoordinator coordinator = new TestCoordinator(new GroupRebalanceConfig(10_000, 60_000, 3_000, GROUP_ID,
+                Optional.empty(), null, RETRY_BACKOFF_MS, RETRY_BACKOFF_MS), consumerClient, time);
         toClose.add(coordinator);
         assertNull(client.last("coordinator"), "nothing published before a coordinator is found");
 
@@ -294,14 +253,7 @@ public class ConnmgrConsumerConnectionNeedsTest {
 
     /** Polls the manager, expects one FindCoordinator and answers it with {@code answer}. */
     private void answerFindCoordinator(CoordinatorRequestManager manager, Node answer) {
-        NetworkClientDelegate.PollResult result = manager.poll(time.milliseconds());
-        assertEquals(1, result.unsentRequests.size(), "a FindCoordinator to send");
-        NetworkClientDelegate.UnsentRequest request = result.unsentRequests.get(0);
-        FindCoordinatorRequest findCoordinator = (FindCoordinatorRequest) request.requestBuilder().build();
-        request.handler().onComplete(new ClientResponse(
-                new RequestHeader(ApiKeys.FIND_COORDINATOR, findCoordinator.version(), "", 1), request.handler(),
-                BROKER1.idString(), time.milliseconds(), time.milliseconds(), false, null, null,
-                FindCoordinatorResponse.prepareResponse(Errors.NONE, GROUP_ID, answer)));
+        ConnmgrGroupCoordinators.answerFindCoordinator(manager, time, GROUP_ID, BROKER1, answer);
     }
 
     @Test
@@ -366,12 +318,11 @@ public class ConnmgrConsumerConnectionNeedsTest {
 
         // Broker 1 (partition 0's leader) answers the fetch with a record the application has not taken yet: no
         // fetch goes to it while that data is buffered, so only the published need keeps its connection.
-        // MockSelector keeps what it completed until cleared: clear after each poll that sent or received.
         assertEquals(1, fetcher.sendFetches());
         consumerClient.poll(time.timer(0));
+        RequestHeader fetchHeader = ConnmgrSelectorExchange.lastSentHeader(selector);
         selector.clear();
         assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the fetch is in flight");
-        short version = ApiKeys.FETCH.latestVersion();
         LinkedHashMap<TopicIdPartition, FetchResponseData.PartitionData> data = new LinkedHashMap<>();
         data.put(new TopicIdPartition(TOPIC_ID, TP0), new FetchResponseData.PartitionData()
                 .setPartitionIndex(0)
@@ -379,11 +330,8 @@ public class ConnmgrConsumerConnectionNeedsTest {
                 .setRecords(MemoryRecords.withRecords(Compression.NONE,
                         new SimpleRecord("v".getBytes(StandardCharsets.UTF_8)))));
         FetchResponse response = FetchResponse.of(Errors.NONE, 0, FetchMetadata.INVALID_SESSION_ID, data, List.of());
-        // The fetch is the first request this network client made (no ApiVersions: discovery is off).
-        selector.completeReceive(new NetworkReceive(BROKER1.idString(),
-                RequestTestUtils.serializeResponseWithHeader(response, version, 0)));
-        network.poll(0, time.milliseconds());
-        selector.clear();
+        ConnmgrSelectorExchange.respond(selector, BROKER1.idString(), fetchHeader, response);
+        ConnmgrSelectorExchange.poll(network, selector, time);
         consumerClient.poll(time.timer(0)); // runs the fetch's completion handler
         assertEquals(0, network.inFlightRequestCount(BROKER1.idString()), "the fetch was answered");
         assertTrue(fetcher.hasAvailableFetches(), "partition 0's record is buffered");
@@ -391,7 +339,7 @@ public class ConnmgrConsumerConnectionNeedsTest {
         // Broker 0 carries a request that is never answered: kept for it, it is the any-node anchor.
         consumerClient.send(BROKER0, new ApiVersionsRequest.Builder());
         consumerClient.poll(time.timer(0));
-        selector.clear();
+        selector.clear(); // MockSelector keeps what it completed until cleared
 
         time.sleep(lingerMs - 1);
         consumerClient.poll(time.timer(0));

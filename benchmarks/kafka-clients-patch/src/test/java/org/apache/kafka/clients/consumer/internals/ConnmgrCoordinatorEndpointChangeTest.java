@@ -2,7 +2,6 @@ package org.apache.kafka.clients.consumer.internals;
 
 import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ClientRequest;
-import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.GroupRebalanceConfig;
 import org.apache.kafka.clients.MockClient;
@@ -10,34 +9,30 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.internals.events.BackgroundEventHandler;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
-import org.apache.kafka.common.message.JoinGroupRequestData;
-import org.apache.kafka.common.message.JoinGroupResponseData;
 import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.FindCoordinatorRequest;
 import org.apache.kafka.common.requests.FindCoordinatorResponse;
 import org.apache.kafka.common.requests.HeartbeatRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
-import org.apache.kafka.common.requests.RequestHeader;
 import org.apache.kafka.common.requests.RequestTestUtils;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.common.utils.Time;
-import org.apache.kafka.common.utils.Timer;
 import org.apache.kafka.common.utils.Utils;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
+import static org.apache.kafka.clients.consumer.internals.ConnmgrGroupCoordinators.TestCoordinator;
+import static org.apache.kafka.clients.consumer.internals.ConnmgrGroupCoordinators.coordinatorConnection;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -98,43 +93,6 @@ public class ConnmgrCoordinatorEndpointChangeTest {
         }
     }
 
-    /** The least a group protocol needs; exposes the coordinator handling under test. */
-    private static final class TestCoordinator extends AbstractCoordinator {
-        TestCoordinator(GroupRebalanceConfig config, ConsumerNetworkClient client, Time time) {
-            super(config, new LogContext(), client, new Metrics(time), "connmgr", time);
-        }
-
-        @Override
-        protected String protocolType() {
-            return "consumer";
-        }
-
-        @Override
-        protected JoinGroupRequestData.JoinGroupRequestProtocolCollection metadata() {
-            return new JoinGroupRequestData.JoinGroupRequestProtocolCollection();
-        }
-
-        @Override
-        protected void onJoinComplete(int generation, String memberId, String protocol, ByteBuffer memberAssignment) {
-        }
-
-        @Override
-        protected boolean onJoinPrepare(Timer timer, int generation, String memberId) {
-            return true;
-        }
-
-        @Override
-        protected Map<String, ByteBuffer> onLeaderElected(String leaderId, String protocol,
-                                                          List<JoinGroupResponseData.JoinGroupResponseMember> allMemberMetadata,
-                                                          boolean skipAssignment) {
-            return Map.of();
-        }
-
-        Node currentCoordinator() {
-            return checkAndGetCoordinator();
-        }
-    }
-
     @AfterEach
     public void close() {
         Utils.closeQuietly(coordinator, "coordinator");
@@ -144,10 +102,6 @@ public class ConnmgrCoordinatorEndpointChangeTest {
     private void updateMetadata(Node... brokers) {
         MetadataResponse response = RequestTestUtils.metadataResponse(List.of(brokers), "cluster", 0, List.of());
         client.updateMetadata(response);
-    }
-
-    private static Node coordinatorConnection(Node broker) {
-        return new Node(Integer.MAX_VALUE - broker.id(), broker.host(), broker.port());
     }
 
     private static GroupRebalanceConfig rebalanceConfig(boolean endpointChangeRetireEnabled) {
@@ -298,14 +252,7 @@ public class ConnmgrCoordinatorEndpointChangeTest {
 
     /** Polls the manager, expects one FindCoordinator and answers it with {@code answer}. */
     private void answerFindCoordinator(CoordinatorRequestManager manager, Node answer) {
-        NetworkClientDelegate.PollResult result = manager.poll(time.milliseconds());
-        assertEquals(1, result.unsentRequests.size(), "a FindCoordinator to send");
-        NetworkClientDelegate.UnsentRequest request = result.unsentRequests.get(0);
-        FindCoordinatorRequest findCoordinator = (FindCoordinatorRequest) request.requestBuilder().build();
-        request.handler().onComplete(new ClientResponse(
-                new RequestHeader(ApiKeys.FIND_COORDINATOR, findCoordinator.version(), "", 1), request.handler(),
-                BROKER1.idString(), time.milliseconds(), time.milliseconds(), false, null, null,
-                FindCoordinatorResponse.prepareResponse(Errors.NONE, GROUP_ID, answer)));
+        ConnmgrGroupCoordinators.answerFindCoordinator(manager, time, GROUP_ID, BROKER1, answer);
     }
 
     @Test
