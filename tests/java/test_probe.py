@@ -290,20 +290,43 @@ def test_idle_bootstrap_connection_is_closed_and_logged(
         assert line[version] in run.log_path.read_text(encoding="utf-8")
 
 
+def _fix_after_refused_dial(
+    cluster: MockCluster, log_path: Path, node: int, endpoint: Address, done: threading.Event
+) -> None:
+    """Gives broker ``node`` back ``endpoint`` once the probe's log shows a dial to it refused
+    ("Node N disconnected."), or when ``done`` is set, or after 60 s (the test then fails on
+    its count of failed dials, not by hanging)."""
+    deadline = time.monotonic() + 60.0
+    refused = f"Node {node} disconnected."
+    while not done.is_set() and time.monotonic() < deadline:
+        if log_path.is_file() and refused in log_path.read_text(encoding="utf-8", errors="replace"):
+            break
+        done.wait(0.05)
+    cluster.set_host_port(node, *endpoint)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_failed_dials_count_as_closes_not_creations(
     builds: dict[str, ProbeBuild], cluster: MockCluster, tmp_path: Path, version: str
 ) -> None:
-    """Broker 3 is advertised at a port that refuses connections for the first 1.5 s, then at
-    its real endpoint. Each refused dial logs "Initiating connection" and "Node 3
-    disconnected." but no "Completed connection": the client counts it in
-    connection-close-total and not in connection-creation-total, and so does the log
+    """Broker 3 is advertised at a port that refuses connections until the client's log shows
+    a refused dial to it, then at its real endpoint. Each refused dial logs "Initiating
+    connection" and "Node 3 disconnected." but no "Completed connection": the client counts
+    it in connection-close-total and not in connection-creation-total, and so does the log
     accounting (``verify=True``). Every record is still acked once the address is fixed."""
     for endpoints in _endpoints(cluster, version):
+        log_path = tmp_path / f"{version}-producer.log"
+        log_path.unlink(missing_ok=True)
         with socket.socket() as dead:
             dead.bind(("127.0.0.1", 0))  # bound but not listening: connects are refused
             cluster.set_host_port(3, "127.0.0.1", dead.getsockname()[1])
-            fix = threading.Timer(1.5, cluster.set_host_port, args=(3, *endpoints[3]))
+            # Fixed on the client's own evidence, not after a set time: a JVM slow to start on a
+            # loaded machine would otherwise dial only after the fix (seen in CI with 1.5 s).
+            done = threading.Event()
+            fix = threading.Thread(
+                target=_fix_after_refused_dial,
+                args=(cluster, log_path, 3, endpoints[3], done),
+            )
             fix.start()
             try:
                 run = _run(
@@ -315,7 +338,7 @@ def test_failed_dials_count_as_closes_not_creations(
                     verify=True,
                 )
             finally:
-                fix.cancel()
+                done.set()
                 fix.join()
         print(f"\n{_describe(run, endpoints)}")
         account = run.steady_account
