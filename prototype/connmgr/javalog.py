@@ -149,7 +149,8 @@ def render_events(
 #   (4.x), ``Client requested connection close from node N`` (4.x),
 #   ``Disconnecting from node N due to <why>.`` and the ApiVersions-error ``... Disconnecting.``;
 #   the project's patched 4.3.1 adds ``Closing connection to bootstrap node N: metadata has
-#   replaced the bootstrap cluster`` (INFO);
+#   replaced the bootstrap cluster`` (INFO) and ``Closing connection to node N: nothing has
+#   needed it for connections.linger.ms (L ms)`` (DEBUG);
 # * a dial that failed synchronously (unresolvable host) is ``Error connecting to node <node>``;
 # * closing the client itself closes every connection *without* a line per connection.
 #
@@ -214,6 +215,15 @@ _EVENT_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         re.compile(
             _STAMP + r".*?\bClosing connection to bootstrap node (?P<id>[+-]?\d+): metadata has "
             r"replaced the bootstrap cluster"
+        ),
+    ),
+    (
+        "disconnect",
+        "unneeded",
+        # The project's patch (connections.linger.ms), DEBUG.
+        re.compile(
+            _STAMP + r".*?\bClosing connection to node (?P<id>[+-]?\d+): nothing has needed it for "
+            r"connections\.linger\.ms"
         ),
     ),
     (

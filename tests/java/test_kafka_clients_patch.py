@@ -65,7 +65,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
         "org.apache.kafka.clients.producer.internals.ConnmgrProducerConnectionNeedsTest": 4,
-        "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerConnectionNeedsTest": 6,
+        "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerConnectionNeedsTest": 8,
     }
 )
 """The project's own test classes and their test counts."""

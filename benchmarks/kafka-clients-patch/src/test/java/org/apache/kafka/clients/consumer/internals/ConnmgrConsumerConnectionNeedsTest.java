@@ -12,6 +12,7 @@ import org.apache.kafka.clients.MockClient;
 import org.apache.kafka.clients.NetworkClient;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.internals.events.BackgroundEventHandler;
+import org.apache.kafka.clients.consumer.internals.metrics.AsyncConsumerMetrics;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicIdPartition;
@@ -43,6 +44,8 @@ import org.apache.kafka.test.MockSelector;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
+import java.io.IOException;
+import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -354,6 +357,63 @@ public class ConnmgrConsumerConnectionNeedsTest {
         assertTrue(selector.isChannelReady(coordinatorNode.idString()), "the coordinator is kept");
         assertTrue(selector.isChannelReady(BROKER0.idString()), "a connection with a request in flight is kept");
         Utils.closeQuietly(network, "network client");
+    }
+
+    /** A network client over a MockSelector that connects at once, with the given linger. */
+    private NetworkClient lingeringNetworkClient(MockSelector selector, int lingerMs) {
+        return new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, 50, 50, 64 * 1024, 64 * 1024,
+                30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext, new DefaultHostResolver(), null,
+                Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L, lingerMs);
+    }
+
+    @Test
+    public void testWithALingerOfZeroARequestQueuedForANodeStillConnectingIsSentNotClosedAndDialledAgain() {
+        // Found by running the probe's classic consumer with connections.linger.ms=0: its ListOffsets waited in
+        // ConsumerNetworkClient for the leader's connection, which became ready inside NetworkClient.poll and was
+        // closed there as unneeded before the next send; the consumer dialled the leader again, forever.
+        List<String> dials = new ArrayList<>();
+        MockSelector selector = new MockSelector(time) {
+            @Override
+            public void connect(String id, InetSocketAddress address, int sendBuffer, int receiveBuffer) throws IOException {
+                dials.add(id);
+                super.connect(id, address, sendBuffer, receiveBuffer);
+            }
+        };
+        NetworkClient network = lingeringNetworkClient(selector, 0);
+        ConsumerNetworkClient consumerClient = consumerClient(network);
+        updateMetadata(network, BROKER1);
+        // Broker 0 is needed (it holds the any-node anchor, so broker 1 is not kept as the anchor either).
+        network.needsPublisher("fetch").publish(new ConnectionNeeds(Set.of(BROKER0), Set.of()));
+        network.ready(BROKER0, time.milliseconds());
+        network.poll(0, time.milliseconds());
+        consumerClient.send(BROKER1, new ApiVersionsRequest.Builder());
+        for (int i = 0; i < 3; i++) {
+            consumerClient.poll(time.timer(0));
+            selector.clear();
+        }
+        assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the queued request was sent");
+        assertEquals(List.of(BROKER0.idString(), BROKER1.idString()), dials,
+                "one dial to broker 1: its connection was not closed before the send");
+        Utils.closeQuietly(network, "network client");
+    }
+
+    @Test
+    public void testKip848NetworkClientDelegatePublishesTheNodesOfItsUnsentRequests() {
+        Map<String, Object> props = new HashMap<>();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        NetworkClientDelegate delegate = new NetworkClientDelegate(time, new ConsumerConfig(props), logContext, client,
+                metadata, mock(BackgroundEventHandler.class), false,
+                new AsyncConsumerMetrics(metrics, "consumer"));
+        updateMetadata(client, BROKER1);
+        client.delayReady(BROKER1, 1_000);
+        delegate.add(new NetworkClientDelegate.UnsentRequest(new ApiVersionsRequest.Builder(), Optional.of(BROKER1)));
+        delegate.poll(0, time.milliseconds());
+        assertEquals(new ConnectionNeeds(Set.of(BROKER1), Set.of()), client.last("unsent"), "queued for a node not ready");
+        time.sleep(1_000);
+        delegate.poll(0, time.milliseconds());
+        assertEquals(new ConnectionNeeds(Set.of(), Set.of()), client.last("unsent"), "sent: nothing queued");
     }
 
     @Test
