@@ -132,11 +132,12 @@ def build_patched_client(
     them on in its own configuration: :data:`SWITCHES`), to run as a client.
 
     Built with ``mvn -B -T 1 package -DskipTests`` in a directory of its own (not a test
-    variant's, which a concurrent test run rewrites), then copied to a file named by the
-    fingerprint of its inputs (:func:`module_fingerprint`): a later call with the same
-    inputs returns that file without running Maven. An exclusive file lock makes concurrent
-    callers wait for one build. Raises :class:`JavaBuildError` with the tail of Maven's
-    output if the build fails or exceeds ``timeout_s``.
+    variant's, which a concurrent test run rewrites) held as the variants' are
+    (:func:`build_dir_for`: one process at a time, emptied when the inputs changed), then
+    copied to a file named by the fingerprint of its inputs (:func:`module_fingerprint`): a
+    later call with the same inputs returns that file without running Maven. Raises
+    :class:`JavaBuildError` with the tail of Maven's output if the build fails or exceeds
+    ``timeout_s``.
     """
     tools = tools or find_tools()
     module_dir = module_dir or default_module_dir()
@@ -145,11 +146,11 @@ def build_patched_client(
     home = build_dir(Variant.DEFAULTS).parent.parent / "client"
     fingerprint = module_fingerprint(module_dir, tools)
     jar = home / f"kafka-clients-{KAFKA_VERSION}{PATCHED_SUFFIX}-{fingerprint[:16]}.jar"
-    with file_lock(home / ".lock", timeout_s):
+    if jar.is_file():
+        return jar
+    with build_dir_for(home / "target", fingerprint, timeout_s) as target:
         if jar.is_file():
-            return jar
-        target = home / "target"
-        shutil.rmtree(target, ignore_errors=True)
+            return jar  # built by another process while this one waited for the directory
         command = maven_command(tools, module_dir, target, "-DskipTests", "package")
         done = run_maven(tools, command, timeout_s=timeout_s, doing="building the patched client")
         output = strip_ansi(done.stdout + done.stderr)

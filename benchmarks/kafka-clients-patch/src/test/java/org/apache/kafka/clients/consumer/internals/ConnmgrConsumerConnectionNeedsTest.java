@@ -181,17 +181,29 @@ public class ConnmgrConsumerConnectionNeedsTest {
         return fetcher;
     }
 
+    /** A network client over a MockSelector that connects at once, with the given linger. */
+    private NetworkClient lingeringNetworkClient(MockSelector selector, int lingerMs) {
+        return new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, 50, 50, 64 * 1024, 64 * 1024,
+                30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext, new DefaultHostResolver(), null,
+                Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L, lingerMs);
+    }
+
     /** Sends the fetches queued and answers the one to {@code leader} with one record of {@code partition}. */
     private void answerFetchWithARecord(ConsumerNetworkClient consumerClient, TopicPartition partition, Node leader) {
         consumerClient.poll(time.timer(0));
+        client.respondFrom(fetchResponseWithARecord(partition), leader);
+        consumerClient.poll(time.timer(0));
+    }
+
+    /** A fetch response with one record of {@code partition} (and nothing of any other). */
+    private static FetchResponse fetchResponseWithARecord(TopicPartition partition) {
         LinkedHashMap<TopicIdPartition, FetchResponseData.PartitionData> data = new LinkedHashMap<>();
         data.put(new TopicIdPartition(TOPIC_ID, partition), new FetchResponseData.PartitionData()
                 .setPartitionIndex(partition.partition())
                 .setHighWatermark(100)
                 .setRecords(MemoryRecords.withRecords(Compression.NONE,
                         new SimpleRecord("v".getBytes(StandardCharsets.UTF_8)))));
-        client.respondFrom(FetchResponse.of(Errors.NONE, 0, FetchMetadata.INVALID_SESSION_ID, data, List.of()), leader);
-        consumerClient.poll(time.timer(0));
+        return FetchResponse.of(Errors.NONE, 0, FetchMetadata.INVALID_SESSION_ID, data, List.of());
     }
 
     @Test
@@ -301,10 +313,7 @@ public class ConnmgrConsumerConnectionNeedsTest {
     public void testOverANetworkClientTheFetchTargetAndCoordinatorAreKeptAndAnotherBrokerClosesAfterTheLinger() {
         int lingerMs = 1_000;
         MockSelector selector = new MockSelector(time);
-        NetworkClient network = new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, 50, 50,
-                64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext,
-                new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L,
-                lingerMs);
+        NetworkClient network = lingeringNetworkClient(selector, lingerMs);
         ConsumerNetworkClient consumerClient = consumerClient(network);
         Fetcher<byte[], byte[]> fetcher = fetcher(consumerClient);
         assign(network, BROKER1);
@@ -326,14 +335,7 @@ public class ConnmgrConsumerConnectionNeedsTest {
         RequestHeader fetchHeader = ConnmgrSelectorExchange.lastSentHeader(selector);
         selector.clear();
         assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the fetch is in flight");
-        LinkedHashMap<TopicIdPartition, FetchResponseData.PartitionData> data = new LinkedHashMap<>();
-        data.put(new TopicIdPartition(TOPIC_ID, TP0), new FetchResponseData.PartitionData()
-                .setPartitionIndex(0)
-                .setHighWatermark(100)
-                .setRecords(MemoryRecords.withRecords(Compression.NONE,
-                        new SimpleRecord("v".getBytes(StandardCharsets.UTF_8)))));
-        FetchResponse response = FetchResponse.of(Errors.NONE, 0, FetchMetadata.INVALID_SESSION_ID, data, List.of());
-        ConnmgrSelectorExchange.respond(selector, BROKER1.idString(), fetchHeader, response);
+        ConnmgrSelectorExchange.respond(selector, BROKER1.idString(), fetchHeader, fetchResponseWithARecord(TP0));
         ConnmgrSelectorExchange.poll(network, selector, time);
         consumerClient.poll(time.timer(0)); // runs the fetch's completion handler
         assertEquals(0, network.inFlightRequestCount(BROKER1.idString()), "the fetch was answered");
@@ -357,13 +359,6 @@ public class ConnmgrConsumerConnectionNeedsTest {
         assertTrue(selector.isChannelReady(coordinatorNode.idString()), "the coordinator is kept");
         assertTrue(selector.isChannelReady(BROKER0.idString()), "a connection with a request in flight is kept");
         Utils.closeQuietly(network, "network client");
-    }
-
-    /** A network client over a MockSelector that connects at once, with the given linger. */
-    private NetworkClient lingeringNetworkClient(MockSelector selector, int lingerMs) {
-        return new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, 50, 50, 64 * 1024, 64 * 1024,
-                30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext, new DefaultHostResolver(), null,
-                Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L, lingerMs);
     }
 
     @Test
