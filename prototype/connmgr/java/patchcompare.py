@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from connmgr.bench.rows import git_commit
-from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SWITCHES
+from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SETTLE_MS, SWITCHES
 
 __all__ = ["SCENARIOS", "Row", "main", "render", "run_rows", "summarise"]
 
@@ -84,12 +84,12 @@ def _one(tier: str, scenario: str, variant: str, repeat: int, cluster: Any) -> R
     from connmgr.realrun import run_real, sequence_differences
     from connmgr.realrun.backends import KafkaBackend
 
-    settings = {"records": str(RECORDS), "settle_ms": "1500", "seed": str(repeat)}
+    settings = {"records": str(RECORDS), "settle_ms": str(SETTLE_MS), "seed": str(repeat)}
     if cluster is not None and scenario.startswith("big-"):
         settings["brokers"] = "3"
     backend = None if cluster is None else KafkaBackend(cluster)
     run = asyncio.run(run_real(scenario, "java", settings, cluster=backend, kafka_clients=variant))
-    model = run.simulate(MODEL[variant], run.replay_settings())
+    model = run.simulate(MODEL[variant], run.model_settings())
     summary = run.steady_summary
     life = summary["life"]
     producer = run.spec.client.value == "producer"
