@@ -57,6 +57,9 @@ class Row:
     peak: int
     steady: int
     bootstrap_closed: int
+    """Bootstrap connections the client closed (rule (b0))."""
+    linger_closed: int
+    """Other connections the client closed itself (rule 6's linger; stock closes none here)."""
     socket_s: float
     handshakes: int
     first_ms: float | None
@@ -103,6 +106,9 @@ def _one(tier: str, scenario: str, variant: str, repeat: int, cluster: Any) -> R
         peak=summary["peak"],
         steady=summary["steady"],
         bootstrap_closed=summary["by_role"]["bootstrap"]["closed"],
+        linger_closed=sum(
+            c["closed"] for role, c in summary["by_role"].items() if role != "bootstrap"
+        ),
         socket_s=round(sum(life["socket_seconds"].values()), 3),
         handshakes=sum(life["handshakes"].values()),
         first_ms=run.ttfa_ms if producer else run.ttfc_ms,
@@ -145,6 +151,8 @@ _SOCKET_COLUMNS: Final = (
     ("opened", 0),
     ("peak", 0),
     ("steady", 0),
+    ("bootstrap_closed", 0),
+    ("linger_closed", 0),
     ("socket_s", 2),
     ("handshakes", 0),
 )
@@ -225,9 +233,10 @@ def render(summary: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str
         "## Sockets",
         "",
         "| tier | scenario | brokers | opened stock / patched | peak | steady "
+        "| closed: bootstrap (b0) | closed: linger (rule 6) "
         "| socket-s | handshakes | model (stock: java-today, patched: java-patched) "
         "| records |",
-        "|---|---|---:|---|---|---|---|---|---|---|",
+        "|---|---|---:|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         pair = [
