@@ -110,11 +110,12 @@ class JavaPatchedPolicy(JavaTodayPolicy):
             if conn.state is not ConnState.READY:
                 continue
             if conn.key.node in needed or conn.busy:
-                starts.pop(conn.conn_id, None)
                 anchor_held = anchor_held or in_cluster(conn.key.node)
                 continue
             starts.setdefault(conn.conn_id, self.now_ms)
             lingering.append(conn)
+        # A kept connection (needed, or carrying a request) forgets its linger start, as does
+        # one gone: its next linger starts afresh, after its last use.
         live = {c.conn_id for c in lingering}
         for conn_id in [i for i in starts if i not in live]:
             del starts[conn_id]
