@@ -3,9 +3,10 @@
 The patched client (``benchmarks/kafka-clients-patch``, run by the probe as
 ``4.3.1-patched``) is accounted like every other Java client: its NetworkClient log, its own
 connection metrics and the kernel's view of its sockets must agree (``verify_kernel``). The
-model is java-today plus rule (b0) (:mod:`connmgr.policies.java_patched`); the picks the real
-client made at random or by timing are replayed as for java-today, everything else -- which
-connections, which of them the rule closes, when -- is the model's prediction.
+model is java-today plus rules (b0) and 6 (:mod:`connmgr.policies.java_patched`); the picks the
+real client made at random or by timing are replayed as for java-today, everything else -- which
+connections, which of them the rules close, when -- is the model's prediction. The runs settle
+for :data:`~connmgr.java.patched.SETTLE_MS`, longer than the linger, before the steady count.
 
 At 1,000 brokers (big-producer, big-consumer) and on the seed topologies.
 """
@@ -16,13 +17,14 @@ import asyncio
 import functools
 
 import pytest
+from connmgr.java.patched import SETTLE_MS, SWITCHES
 from connmgr.realrun import RealRun, run_real, sequence_differences
 from connmgr.sim.result import RunResult
 
 pytestmark = pytest.mark.java
 
 SCENARIOS = ["seed-consumer", "seed-producer", "big-producer", "big-consumer"]
-SETTINGS = {"records": "60", "settle_ms": "1500"}
+SETTINGS = {"records": "60", "settle_ms": str(SETTLE_MS)}
 
 
 @functools.cache
@@ -42,15 +44,29 @@ def _agrees(run: RealRun, model: RunResult) -> bool:
     )
 
 
+def _patched_model(run: RealRun, linger_ms: str | None = None) -> RunResult:
+    """java-patched on the run's topology and picks, at the linger the client was given (or
+    ``linger_ms``)."""
+    settings = run.model_settings()
+    assert settings["connection_linger_ms"] == SWITCHES["connections.linger.ms"]
+    if linger_ms is not None:
+        settings["connection_linger_ms"] = linger_ms
+    return run.simulate("java-patched", settings)
+
+
+def _closed_by_choice(run: RealRun) -> dict[str, int]:
+    """Connections the client closed itself, by role (stock 4.3.1 closes none in a short run)."""
+    return {role: c["closed"] for role, c in run.steady_summary["by_role"].items() if c["closed"]}
+
+
 @pytest.mark.parametrize("attempt", range(2))
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_patched_predicts_the_patched_client(scenario: str, attempt: int) -> None:
     run = _real(scenario, "4.3.1-patched", attempt)
-    model = run.simulate("java-patched", run.replay_settings())
+    model = _patched_model(run)
     print(scenario, "real", run.ledger.sequence(), "choices", run.choices)
     print("real summary", run.steady_summary, "model", model.steady, model.by_role)
-    assert run.client_config["bootstrap.connection.close.enable"] == "true"
-    assert run.client_config["endpoint.change.retire.enable"] == "true"
+    assert {k: run.client_config[k] for k in SWITCHES} == dict(SWITCHES)
     assert sequence_differences(run.ledger.dials(), model) == []
     assert run.steady_summary["steady"] == model.steady
     assert _roles(run.steady_summary["by_role"]) == _roles(model.by_role)
@@ -66,13 +82,26 @@ def test_the_comparison_tells_the_patch_from_todays_client(scenario: str) -> Non
     patched, stock = _real(scenario, "4.3.1-patched"), _real(scenario, "4.3.1")
     assert _agrees(stock, stock.simulate("java-today", stock.replay_settings()))
     assert not _agrees(patched, patched.simulate("java-today", patched.replay_settings()))
-    assert not _agrees(stock, stock.simulate("java-patched", stock.replay_settings()))
+    assert not _agrees(stock, stock.simulate("java-patched", stock.model_settings()))
+
+
+def test_the_linger_closed_a_connection_and_only_a_model_with_it_predicts_that() -> None:
+    """Rule 6 acts in these runs: at 1,000 brokers the consumer's FindCoordinator broker is
+    neither read from nor its coordinator, and the patched client closes it one linger after
+    its answer; java-patched with a linger that never runs out misses that close."""
+    closes = {s: _closed_by_choice(_real(s, "4.3.1-patched")) for s in SCENARIOS}
+    lingered = {s: c for s, c in closes.items() if set(c) - {"bootstrap"}}
+    assert "big-consumer" in lingered, closes
+    for scenario in lingered:
+        run = _real(scenario, "4.3.1-patched")
+        assert _agrees(run, _patched_model(run))
+        assert not _agrees(run, _patched_model(run, linger_ms=str(10**9)))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_patch_keeps_fewer_sockets_and_loses_no_record(scenario: str) -> None:
-    """Patched against stock 4.3.1: the same dials, the bootstrap connections gone by the
-    steady count, every record through.
+    """Patched against stock 4.3.1: the same dials, the bootstrap connections and those the
+    linger closed gone by the steady count, every record through.
 
     "The same dials" given the same picks: the telemetry sender's first request races the
     producer's own first connection and goes to a broker not yet dialled in some runs of
@@ -80,8 +109,8 @@ def test_the_patch_keeps_fewer_sockets_and_loses_no_record(scenario: str) -> Non
     4.3.1 as java-today predicts it with the patched run's picks (java-today is exact for
     stock, test above), and against the stock run itself when both made the same picks."""
     patched, stock = _real(scenario, "4.3.1-patched"), _real(scenario, "4.3.1")
-    closed = patched.steady_summary["by_role"]["bootstrap"]["closed"]
-    assert stock.steady_summary["by_role"]["bootstrap"]["closed"] == 0
+    closed = sum(_closed_by_choice(patched).values())
+    assert _closed_by_choice(stock) == {}
     stock_same_picks = patched.simulate("java-today", patched.replay_settings())
     assert patched.steady_summary["opened"] == stock_same_picks.opened
     assert patched.steady_summary["steady"] == stock_same_picks.steady - closed

@@ -60,7 +60,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrDnsRefreshTest": 11,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.ConnmgrConnectionCloseReasonTest": 10,
-        "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 13,
+        "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 14,
         "org.apache.kafka.clients.admin.ConnmgrAdminConnectionNeedsTest": 2,
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,

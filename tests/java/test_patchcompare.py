@@ -20,6 +20,7 @@ def _row(variant: str, repeat: int, first_ms: float | None, **kw: object) -> Row
         peak=5,
         steady=5 if variant == STOCK else 3,
         bootstrap_closed=0 if variant == STOCK else 2,
+        linger_closed=0,
         socket_s=8.0,
         handshakes=5,
         first_ms=first_ms,
@@ -61,17 +62,17 @@ def test_the_report_says_when_a_record_went_missing() -> None:
     text = render(
         summarise(rows), {"generated": "now", "repeats": 1, "seconds": 1.0, "commit": "x"}
     )
-    assert "| embedded | big-producer | 1,000 | 5 / 5 | 5 / 5 | 5 / 3 |" in text
+    assert "| embedded | big-producer | 1,000 | 5 / 5 | 5 / 5 | 5 / 3 | 0 / 2 | 0 / 0 |" in text
     assert "MISSING" in text and "1/1 sequence, 0/1 counts" in text
 
 
 def test_counts_that_differ_between_runs_show_their_range() -> None:
     rows = [_row(STOCK, 0, 1.0), _row(STOCK, 1, 1.0, opened=6), _row(STOCK, 2, 1.0, opened=6)]
-    rows += [_row(PATCHED, i, 1.0) for i in range(3)]
+    rows += [_row(PATCHED, i, 1.0, linger_closed=i // 2) for i in range(3)]
     text = render(
         summarise(rows), {"generated": "now", "repeats": 3, "seconds": 1.0, "commit": "x"}
     )
-    assert "| 1,000 | 6 (5-6) / 5 | 5 / 5 | 5 / 3 |" in text
+    assert "| 1,000 | 6 (5-6) / 5 | 5 / 5 | 5 / 3 | 0 / 2 | 0 / 0 (0-1) |" in text
 
 
 @pytest.mark.parametrize("repeats", [1, 4])

@@ -8,6 +8,7 @@ from typing import Any
 
 from connmgr.bench.rfcreport import Report, RfcError
 from connmgr.bench.schema import ColumnType
+from connmgr.bench.sweep import SWEEP_POLICIES
 from connmgr.bench.table import format_cell
 from connmgr.costs import STATED_COSTS, covering
 
@@ -212,7 +213,7 @@ VALUES: dict[str, Callable[[Report], str]] = {
     },
     **{
         f"fleet.{policy}.{column}": _cell("fleet", column, policy=policy)
-        for policy in ("proposed", "java-today", "aiokafka-today")
+        for policy in SWEEP_POLICIES
         for column in (
             "sockets_p50",
             "sockets_p99",
@@ -222,6 +223,11 @@ VALUES: dict[str, Callable[[Report], str]] = {
             "peak_per_s",
             "refused",
         )
+    },
+    # The patched Java client's model: its busiest broker and its handshakes, beside today's.
+    **{
+        f"fleet.java-patched.{column}": _cell("fleet", column, policy="java-patched")
+        for column in ("sockets_max", "handshakes")
     },
     **{f"fleet.{key}": _fleet_setting(key) for key in ("clients", "brokers", "restarts")},
     "fleet.wall_s": lambda r: format_cell(round(r.stage("fleet")["wall_s"]), ColumnType.LONG),

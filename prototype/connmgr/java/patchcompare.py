@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from connmgr.bench.rows import git_commit
-from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SWITCHES
+from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SETTLE_MS, SWITCHES
 
 __all__ = ["SCENARIOS", "Row", "main", "render", "run_rows", "summarise"]
 
@@ -57,6 +57,9 @@ class Row:
     peak: int
     steady: int
     bootstrap_closed: int
+    """Bootstrap connections the client closed (rule (b0))."""
+    linger_closed: int
+    """Other connections the client closed itself (rule 6's linger; stock closes none here)."""
     socket_s: float
     handshakes: int
     first_ms: float | None
@@ -84,12 +87,12 @@ def _one(tier: str, scenario: str, variant: str, repeat: int, cluster: Any) -> R
     from connmgr.realrun import run_real, sequence_differences
     from connmgr.realrun.backends import KafkaBackend
 
-    settings = {"records": str(RECORDS), "settle_ms": "1500", "seed": str(repeat)}
+    settings = {"records": str(RECORDS), "settle_ms": str(SETTLE_MS), "seed": str(repeat)}
     if cluster is not None and scenario.startswith("big-"):
         settings["brokers"] = "3"
     backend = None if cluster is None else KafkaBackend(cluster)
     run = asyncio.run(run_real(scenario, "java", settings, cluster=backend, kafka_clients=variant))
-    model = run.simulate(MODEL[variant], run.replay_settings())
+    model = run.simulate(MODEL[variant], run.model_settings())
     summary = run.steady_summary
     life = summary["life"]
     producer = run.spec.client.value == "producer"
@@ -103,6 +106,9 @@ def _one(tier: str, scenario: str, variant: str, repeat: int, cluster: Any) -> R
         peak=summary["peak"],
         steady=summary["steady"],
         bootstrap_closed=summary["by_role"]["bootstrap"]["closed"],
+        linger_closed=sum(
+            c["closed"] for role, c in summary["by_role"].items() if role != "bootstrap"
+        ),
         socket_s=round(sum(life["socket_seconds"].values()), 3),
         handshakes=sum(life["handshakes"].values()),
         first_ms=run.ttfa_ms if producer else run.ttfc_ms,
@@ -145,6 +151,8 @@ _SOCKET_COLUMNS: Final = (
     ("opened", 0),
     ("peak", 0),
     ("steady", 0),
+    ("bootstrap_closed", 0),
+    ("linger_closed", 0),
     ("socket_s", 2),
     ("handshakes", 0),
 )
@@ -225,9 +233,10 @@ def render(summary: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str
         "## Sockets",
         "",
         "| tier | scenario | brokers | opened stock / patched | peak | steady "
+        "| closed: bootstrap (b0) | closed: linger (rule 6) "
         "| socket-s | handshakes | model (stock: java-today, patched: java-patched) "
         "| records |",
-        "|---|---|---:|---|---|---|---|---|---|---|",
+        "|---|---|---:|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         pair = [

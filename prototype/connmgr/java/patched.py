@@ -23,6 +23,7 @@ __all__ = [
     "INPUTS_STAMP",
     "KAFKA_VERSION",
     "PATCHED_SUFFIX",
+    "SETTLE_MS",
     "SWITCHES",
     "Variant",
     "build_dir",
@@ -45,10 +46,20 @@ SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
         "bootstrap.connection.close.enable": "true",
         "connection.role.metrics.enable": "true",
         "endpoint.change.retire.enable": "true",
+        "connections.linger.ms": "3000",
     }
 )
-"""Every configuration the patch adds, switched on: how the probe runs the patched client
-(each defaults to today's behaviour, ``false``)."""
+"""The configurations the patch adds, switched on: how the probe runs the patched client (each
+defaults to today's behaviour: ``false``, and ``-1`` for the linger). The linger is KIP (b)'s
+recommended ``3000``. Left at its default: ``client.dns.refresh.ms`` (KIP (a) rule 3), which acts
+only when a held connection's host name resolves to other addresses; the clients here dial IP
+literals, so it would start a resolver thread and change nothing."""
+
+SETTLE_MS: Final = 4_500
+"""How long a short run of the patched client settles before its steady count: longer than
+the linger of :data:`SWITCHES` plus a margin, so a connection the linger closes after the last
+record is closed by then, in the client and in its model alike (at 1,500 ms the count fell
+inside the linger and hung on tens of milliseconds of timing)."""
 
 
 class Variant(enum.Enum):

@@ -18,10 +18,27 @@ node choice, keys and idle expiry as they are). As in the patch:
 * the close is the client's choice: no reconnect backoff, nothing failed; requests queued on
   it, not yet sent, go back to be placed again.
 
-The second switch, ``connection.role.metrics.enable``, only adds metrics: no connection
-differs. The third, ``endpoint.change.retire.enable`` (KIP (a) rule 2, ``patches/0003``),
-acts only when metadata gives a broker another host or port than its open connection's; no
-scenario this model is compared on moves a broker, so it changes nothing here either.
+Rule 6, ``connections.linger.ms`` (KIP (b) rule 6, ``patches/0007`` and ``0008``, at this
+model's ``connection_linger_ms``): *a READY connection that no component's published needs name,
+that carries no request and that no caller waits for, is closed once the linger has passed since
+the check first saw it so; the connection to a node of the current cluster last used is kept for
+any-node requests when no kept connection is to such a node.* As in the patch:
+
+* the needs: a producer's are the leaders of its topics and the brokers of its transaction
+  manager's coordinators, by their real ids (``Sender``); a consumer's are the leaders of its
+  assigned partitions (``AbstractFetch``) and its group coordinator's separate
+  ``2147483647 - id`` connection (``AbstractCoordinator``);
+* a producer publishes from its first loop; a consumer from its first coordinator or
+  assignment: until then nothing is closed and no linger runs;
+* a request in flight or waiting for the connection keeps it (the patch: in flight, or a
+  caller asked ``ready()`` for it since the last check), and its linger starts again after;
+* the check runs after every event, the close is the client's choice (no backoff, reason
+  ``unneeded``), and the next linger deadline wakes the model.
+
+The switch ``connection.role.metrics.enable`` only adds metrics: no connection differs.
+``endpoint.change.retire.enable`` (KIP (a) rule 2, ``patches/0003``) acts only when metadata
+gives a broker another host or port than its open connection's; no scenario this model is
+compared on moves a broker, so it changes nothing here either.
 """
 
 from __future__ import annotations
@@ -29,8 +46,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
+from connmgr.core.config import ClientKind
 from connmgr.core.connections import Connection
-from connmgr.core.identity import BootstrapNode
+from connmgr.core.coordinator import CoordinatorKind
+from connmgr.core.identity import BootstrapNode, BrokerNode, CoordinatorNode, NodeIdentity
 from connmgr.core.state import ConnState
 from connmgr.policies.java_today import JavaTodayPolicy
 
@@ -44,6 +63,15 @@ class JavaPatchedPolicy(JavaTodayPolicy):
     _tracked: dict[int, Connection] | None = None
     """Bootstrap connections dialled while the bootstrap cluster was current, by id."""
 
+    _publishing: bool = False
+    """Rule 6: whether the client has published its needs yet (nothing closes before)."""
+
+    _linger_starts: dict[int, float] | None = None
+    """Rule 6: per READY connection lingering, when its linger started, by id."""
+
+    _next_linger_deadline: float | None = None
+    """Rule 6: the earliest linger deadline left after the last check."""
+
     def _bootstrap_cluster_current(self) -> bool:
         return self.metadata is None or not self.metadata.brokers
 
@@ -56,6 +84,91 @@ class JavaPatchedPolicy(JavaTodayPolicy):
 
     def maintain(self) -> None:
         super().maintain()
+        self._close_bootstrap_connections()
+        self._close_unneeded_connections()
+
+    def next_deadline(self) -> float | None:
+        times = [t for t in (super().next_deadline(), self._next_linger_deadline) if t is not None]
+        return min(times) if times else None
+
+    def _close_unneeded_connections(self) -> None:
+        """Rule 6 (see the module docstring): one check, as ``closeUnneededConnections``."""
+        self._next_linger_deadline = None
+        if not self._publishing:
+            is_producer = self.config.client is ClientKind.PRODUCER
+            if not (is_producer or len(self.coordinators) or self.interest is not None):
+                return
+            self._publishing = True
+        starts = self._linger_starts
+        if starts is None:
+            starts = self._linger_starts = {}
+        needed = self._needed_nodes()
+        in_cluster = self._in_cluster
+        anchor_held = False
+        lingering: list[Connection] = []
+        for conn in self.table.records():
+            if conn.state is not ConnState.READY:
+                continue
+            if conn.key.node in needed or conn.busy:
+                anchor_held = anchor_held or in_cluster(conn.key.node)
+                continue
+            starts.setdefault(conn.conn_id, self.now_ms)
+            lingering.append(conn)
+        # A kept connection (needed, or carrying a request) forgets its linger start, as does
+        # one gone: its next linger starts afresh, after its last use.
+        live = {c.conn_id for c in lingering}
+        for conn_id in [i for i in starts if i not in live]:
+            del starts[conn_id]
+        anchor: Connection | None = None
+        if not anchor_held:
+            candidates = [c for c in lingering if in_cluster(c.key.node)]
+            if candidates:
+                anchor = max(candidates, key=lambda c: (starts[c.conn_id], c.conn_id))
+        linger = self.config.connection_linger_ms
+        for conn in lingering:
+            if conn is anchor:
+                continue
+            deadline = starts[conn.conn_id] + linger
+            if deadline > self.now_ms:
+                if self._next_linger_deadline is None or deadline < self._next_linger_deadline:
+                    self._next_linger_deadline = deadline
+                continue
+            del starts[conn.conn_id]
+            self.close(conn, CloseReason.UNNEEDED)
+
+    _needed_cache: tuple[int, frozenset[NodeIdentity]] = (-1, frozenset())
+    """``_needed_nodes`` for a ``version`` (which metadata, interest and coordinators bump)."""
+
+    def _needed_nodes(self) -> frozenset[NodeIdentity]:
+        """The nodes the client's components publish as needed (the module docstring)."""
+        version, cached = self._needed_cache
+        if version == self.version:
+            return cached
+        md = self.metadata
+        needed: set[NodeIdentity] = set()
+        if self.config.client is ClientKind.PRODUCER:
+            leaders = frozenset() if md is None else md.leader_ids
+            needed.update(BrokerNode(b) for b in leaders)
+            needed.update(BrokerNode(b) for _, b in self.coordinators.items())
+        else:
+            if md is not None and self.interest is not None:
+                needed.update(BrokerNode(b) for b in md.leaders_for(self.interest))
+            group = self.coordinators.brokers(CoordinatorKind.GROUP)
+            needed.update(CoordinatorNode(b) for b in group)
+        result = frozenset(needed)
+        self._needed_cache = (self.version, result)
+        return result
+
+    def _in_cluster(self, node: NodeIdentity) -> bool:
+        """Whether ``node`` is one of the metadata updater's current cluster: the bootstrap
+        nodes until a response replaced them, then the brokers it named."""
+        md = self.metadata
+        if md is None or not md.brokers:
+            return isinstance(node, BootstrapNode)
+        return isinstance(node, BrokerNode) and node.broker_id in md.by_id
+
+    def _close_bootstrap_connections(self) -> None:
+        """Rule (b0) (see the module docstring)."""
         tracked = self._tracked
         if not tracked or self._bootstrap_cluster_current():
             return

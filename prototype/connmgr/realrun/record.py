@@ -127,6 +127,15 @@ class RealRun:
                 settings[option] = ",".join(nodes)
         return settings
 
+    def model_settings(self) -> dict[str, str]:
+        """:meth:`replay_settings` plus what the client was given that a model reads: the
+        patched Java client's ``connections.linger.ms`` as ``connection_linger_ms``."""
+        settings = self.replay_settings()
+        linger = self.client_config.get("connections.linger.ms")
+        if linger is not None:
+            settings["connection_linger_ms"] = str(linger)
+        return settings
+
 
 def _rounded(ms: float | None) -> float | None:
     return None if ms is None else round(ms, 3)

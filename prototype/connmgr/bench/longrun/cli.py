@@ -16,6 +16,7 @@ from pathlib import Path
 from connmgr.bench.longrun.drive import run_longrun
 from connmgr.bench.longrun.plan import BROKERS, LongRunSettings
 from connmgr.bench.longrun.report import write_report
+from connmgr.java.patched import SWITCHES
 
 __all__ = ["main", "parser"]
 
@@ -24,8 +25,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m connmgr.bench.longrun",
         description=(
-            "The long run: kafka-clients 4.3.1 stock and patched (bootstrap connection close "
-            "and role metrics on), side by side on a real 3-broker KRaft cluster over "
+            "The long run: kafka-clients 4.3.1 stock and patched (with "
+            + ", ".join(f"{k}={v}" for k, v in SWITCHES.items())
+            + "), side by side on a real 3-broker KRaft cluster over "
             "SASL_SSL, each variant a producer, two classic and two KIP-848 consumers, an "
             "admin client and a transactional producer. A rolling restart of every broker at "
             "1/3 of the life, one broker moved to new ports at 2/3. Samples every client "

@@ -30,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.Collectors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -98,11 +99,14 @@ public class ConnmgrConnectionsLingerTest {
         return new ConnectionNeeds(Set.of(nodes), Set.of());
     }
 
-    /** Dials the node and completes the connection (no ApiVersions exchange: discoverBrokerVersions is off). */
+    /**
+     * Dials the node and completes the connection (no ApiVersions exchange: discoverBrokerVersions is off). Checks it
+     * on the selector, not with isReady(), which is a caller asking and so keeps the connection in the next step.
+     */
     private void connect(NetworkClient client, Node node) {
         assertFalse(client.ready(node, time.milliseconds()));
         client.poll(0, time.milliseconds());
-        assertTrue(client.isReady(node, time.milliseconds()), "connected to " + node);
+        assertTrue(open(node), "connected to " + node);
         selector.clear();
     }
 
@@ -254,6 +258,37 @@ public class ConnmgrConnectionsLingerTest {
         assertClosedByChoice(client, NODE1);
     }
 
+    @Test
+    public void testWithALingerOfZeroAConnectionACallerWaitsForIsKeptAsItBecomesReadyThenClosedOnceNobodyAsks()
+            throws IOException {
+        // Found by running the probe's idempotent producer with connections.linger.ms=0: the Sender waits for the
+        // node of its InitProducerId with NetworkClientUtils.awaitReady, which asks isReady() before each poll; the
+        // poll that made the connection ready closed it as unneeded, and the Sender waited out its request timeout.
+        MockSelector selector = new MockSelector(time, dials::add) {
+            @Override
+            public List<String> connected() {
+                List<String> connected = new ArrayList<>(super.connected());
+                clear(); // handed over once, as a real selector does
+                return connected;
+            }
+        };
+        NetworkClient client = client(selector, 0);
+        assertFalse(client.ready(NODE0, time.milliseconds()));
+        client.poll(0, time.milliseconds());
+        client.needsPublisher("producer").publish(needs(NODE0)); // node 0 holds the any-node anchor
+        client.poll(0, time.milliseconds());
+
+        assertTrue(NetworkClientUtils.awaitReady(client, NODE1, time, REQUEST_TIMEOUT_MS),
+                "ready: not closed in the poll that made it ready");
+        List<Integer> dialledPorts = dials.stream().map(InetSocketAddress::getPort).collect(Collectors.toList());
+        assertEquals(List.of(NODE0.port(), NODE1.port()), dialledPorts, "dialled once");
+        client.poll(0, time.milliseconds());
+        assertTrue(selector.isChannelReady(NODE1.idString()), "the last isReady() asked: kept in the next step");
+        client.poll(0, time.milliseconds());
+        assertFalse(selector.isChannelReady(NODE1.idString()), "nobody asked since: closed");
+        assertEquals(1, unneededCloses());
+    }
+
     /** Ten lingers pass, with a poll after each: nodes 0 and 1 are still open and nothing closed as unneeded. */
     private void assertNothingClosedThroughTenLingers(NetworkClient client) {
         for (int i = 0; i < 10; i++) {
@@ -369,6 +404,7 @@ public class ConnmgrConnectionsLingerTest {
         assertNull(failure.get());
         assertTrue(blocking.isChannelReady(NODE0.idString()));
         assertTrue(blocking.isChannelReady(NODE1.idString()));
+        client.poll(0, time.milliseconds()); // node 1's linger starts: asked (ready()) only before the first poll
         time.sleep(LINGER_MS);
         client.poll(0, time.milliseconds());
         assertFalse(blocking.isChannelReady(NODE1.idString()), "the snapshot published during poll is read");

@@ -361,26 +361,41 @@ public class ConnmgrConsumerConnectionNeedsTest {
         Utils.closeQuietly(network, "network client");
     }
 
-    @Test
-    public void testWithALingerOfZeroARequestQueuedForANodeStillConnectingIsSentNotClosedAndDialledAgain() {
-        // Found by running the probe's classic consumer with connections.linger.ms=0: its ListOffsets waited in
-        // ConsumerNetworkClient for the leader's connection, which became ready inside NetworkClient.poll and was
-        // closed there as unneeded before the next send; the consumer dialled the leader again, forever.
-        List<String> dials = new ArrayList<>();
-        MockSelector selector = new MockSelector(time) {
+    /** A selector that records the id of every connection dialled, in order. */
+    private MockSelector dialRecordingSelector(List<String> dials) {
+        return new MockSelector(time) {
             @Override
             public void connect(String id, InetSocketAddress address, int sendBuffer, int receiveBuffer) throws IOException {
                 dials.add(id);
                 super.connect(id, address, sendBuffer, receiveBuffer);
             }
         };
+    }
+
+    /**
+     * A network client at a linger of 0 with the metadata's three brokers and broker 0 connected and needed (it holds
+     * the any-node anchor, so no other connection is kept as the anchor).
+     */
+    private NetworkClient lingerZeroClientHoldingBroker0(MockSelector selector) {
         NetworkClient network = lingeringNetworkClient(selector, 0);
-        ConsumerNetworkClient consumerClient = consumerClient(network);
         updateMetadata(network, BROKER1);
-        // Broker 0 is needed (it holds the any-node anchor, so broker 1 is not kept as the anchor either).
         network.needsPublisher("fetch").publish(new ConnectionNeeds(Set.of(BROKER0), Set.of()));
         network.ready(BROKER0, time.milliseconds());
         network.poll(0, time.milliseconds());
+        selector.clear();
+        return network;
+    }
+
+    @Test
+    public void testWithALingerOfZeroARequestQueuedForANodeStillConnectingIsSentNotClosedAndDialledAgain() {
+        // Found by running the probe's classic consumer with connections.linger.ms=0: its ListOffsets waited in
+        // ConsumerNetworkClient for the leader's connection, which became ready inside NetworkClient.poll and was
+        // closed there as unneeded before the next send; the consumer dialled the leader again, forever. The
+        // ConsumerNetworkClient asks ready() for the node before each poll, which keeps the connection in that poll.
+        List<String> dials = new ArrayList<>();
+        MockSelector selector = dialRecordingSelector(dials);
+        NetworkClient network = lingerZeroClientHoldingBroker0(selector);
+        ConsumerNetworkClient consumerClient = consumerClient(network);
         consumerClient.send(BROKER1, new ApiVersionsRequest.Builder());
         for (int i = 0; i < 3; i++) {
             consumerClient.poll(time.timer(0));
@@ -393,22 +408,27 @@ public class ConnmgrConsumerConnectionNeedsTest {
     }
 
     @Test
-    public void testKip848NetworkClientDelegatePublishesTheNodesOfItsUnsentRequests() {
+    public void testWithALingerOfZeroTheKip848DelegateSendsARequestQueuedForANodeStillConnecting() {
+        // The KIP-848 consumer's network thread queues in NetworkClientDelegate, which also asks ready() for the node
+        // of each unsent request before its poll.
+        List<String> dials = new ArrayList<>();
+        MockSelector selector = dialRecordingSelector(dials);
+        NetworkClient network = lingerZeroClientHoldingBroker0(selector);
         Map<String, Object> props = new HashMap<>();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
-        NetworkClientDelegate delegate = new NetworkClientDelegate(time, new ConsumerConfig(props), logContext, client,
-                metadata, mock(BackgroundEventHandler.class), false,
-                new AsyncConsumerMetrics(metrics, "consumer"));
-        updateMetadata(client, BROKER1);
-        client.delayReady(BROKER1, 1_000);
+        NetworkClientDelegate delegate = new NetworkClientDelegate(time, new ConsumerConfig(props), logContext, network,
+                metadata, mock(BackgroundEventHandler.class), false, new AsyncConsumerMetrics(metrics, "consumer"));
         delegate.add(new NetworkClientDelegate.UnsentRequest(new ApiVersionsRequest.Builder(), Optional.of(BROKER1)));
-        delegate.poll(0, time.milliseconds());
-        assertEquals(new ConnectionNeeds(Set.of(BROKER1), Set.of()), client.last("unsent"), "queued for a node not ready");
-        time.sleep(1_000);
-        delegate.poll(0, time.milliseconds());
-        assertEquals(new ConnectionNeeds(Set.of(), Set.of()), client.last("unsent"), "sent: nothing queued");
+        for (int i = 0; i < 3; i++) {
+            delegate.poll(0, time.milliseconds());
+            selector.clear();
+        }
+        assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the queued request was sent");
+        assertEquals(List.of(BROKER0.idString(), BROKER1.idString()), dials,
+                "one dial to broker 1: its connection was not closed before the send");
+        Utils.closeQuietly(network, "network client");
     }
 
     @Test
