@@ -397,14 +397,7 @@ public class ConnmgrConsumerConnectionNeedsTest {
         NetworkClient network = lingerZeroClientHoldingBroker0(selector);
         ConsumerNetworkClient consumerClient = consumerClient(network);
         consumerClient.send(BROKER1, new ApiVersionsRequest.Builder());
-        for (int i = 0; i < 3; i++) {
-            consumerClient.poll(time.timer(0));
-            selector.clear();
-        }
-        assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the queued request was sent");
-        assertEquals(List.of(BROKER0.idString(), BROKER1.idString()), dials,
-                "one dial to broker 1: its connection was not closed before the send");
-        Utils.closeQuietly(network, "network client");
+        assertSentAfterOneDialToBroker1(network, selector, dials, () -> consumerClient.poll(time.timer(0)));
     }
 
     @Test
@@ -421,8 +414,17 @@ public class ConnmgrConsumerConnectionNeedsTest {
         NetworkClientDelegate delegate = new NetworkClientDelegate(time, new ConsumerConfig(props), logContext, network,
                 metadata, mock(BackgroundEventHandler.class), false, new AsyncConsumerMetrics(metrics, "consumer"));
         delegate.add(new NetworkClientDelegate.UnsentRequest(new ApiVersionsRequest.Builder(), Optional.of(BROKER1)));
+        assertSentAfterOneDialToBroker1(network, selector, dials, () -> delegate.poll(0, time.milliseconds()));
+    }
+
+    /**
+     * Three polls of a consumer queue holding one request for broker 1 (not yet connected) send it after one dial:
+     * the connection is not closed in the poll that makes it ready. Closes the network client.
+     */
+    private void assertSentAfterOneDialToBroker1(NetworkClient network, MockSelector selector, List<String> dials,
+                                                 Runnable queuePoll) {
         for (int i = 0; i < 3; i++) {
-            delegate.poll(0, time.milliseconds());
+            queuePoll.run();
             selector.clear();
         }
         assertEquals(1, network.inFlightRequestCount(BROKER1.idString()), "the queued request was sent");
