@@ -11,24 +11,32 @@ from connmgr.core import (
     BootstrapRequested,
     BrokerInfo,
     BrokerRequestNeeded,
+    CheckIdentity,
     ClientClosed,
+    ClientKind,
     Close,
     CloseReason,
     ClusterMetadata,
     Connect,
     ConnectionEstablished,
     ConnectionFailed,
+    CoordinatorKind,
+    CoordinatorRef,
+    CoordinatorRequestNeeded,
     Endpoint,
+    IdentityAnswer,
+    IdentityChecked,
     Lease,
     MetadataReceived,
     PolicyConfig,
     ResponseReceived,
     TimePassed,
     TopicPartition,
+    WakeAt,
     parse_bootstrap,
 )
 from connmgr.core.actions import Action, Adopt
-from connmgr.core.identity import BootstrapNode, BrokerNode
+from connmgr.core.identity import BootstrapNode, BrokerNode, Purpose
 from connmgr.errors import ConfigError, PolicyMisuse
 from connmgr.policies import ProposedPolicy
 from connmgr.sim import simulate
@@ -71,12 +79,23 @@ def test_one_bootstrap_attempt_at_a_time_with_failover() -> None:
     assert p.socket_count() == 1
 
 
-def test_adopt_when_the_broker_confirms_its_id_at_that_endpoint() -> None:
-    p = policy()
+def checked_bootstrap(p: ProposedPolicy, md: ClusterMetadata | None = None) -> int:
+    """Bootstrap ``p`` on a broker that answers KIP-1242's check; metadata arrives. Returns
+    the bootstrap connection's id, its check asked and in flight."""
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
-    p.handle(ConnectionEstablished(conn.conn_id, node_id=1), 1)
-    adopted = of(p.handle(MetadataReceived(1, metadata()), 2), Adopt)
-    assert len(adopted) == 1 and adopted[0].new_key.node == BrokerNode(1)
+    p.handle(ConnectionEstablished(conn.conn_id, checks_identity=True), 1)
+    actions = p.handle(MetadataReceived(1, md or metadata()), 2)
+    # Broker 1 is the one broker metadata places at the socket's host:port (:9091).
+    assert of(actions, CheckIdentity) == [CheckIdentity(conn.conn_id, 1, "c1")]
+    assert of(actions, Adopt) == [] and of(actions, Close) == []
+    return conn.conn_id
+
+
+def test_adopt_when_the_broker_confirms_it_is_the_node_metadata_places_there() -> None:
+    p = policy()
+    conn_id = checked_bootstrap(p)
+    adopted = of(p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 3), Adopt)
+    assert [(a.conn_id, a.new_key.node) for a in adopted] == [(conn_id, BrokerNode(1))]
     assert p.metrics.by_role[adopted[0].new_key.role].handshakes_avoided == 1
     # The adopted socket moved from one role to the other: each role held it once.
     counts = p.metrics.as_dict()
@@ -85,11 +104,72 @@ def test_adopt_when_the_broker_confirms_its_id_at_that_endpoint() -> None:
     assert p.metrics.peak == 1
 
 
-def test_a_confirmed_id_advertised_elsewhere_is_not_adopted() -> None:
+@pytest.mark.parametrize("answer", [IdentityAnswer.REJECTED, IdentityAnswer.FAILED])
+def test_a_socket_whose_broker_does_not_confirm_is_closed(answer: IdentityAnswer) -> None:
+    p = policy()
+    conn_id = checked_bootstrap(p)
+    actions = p.handle(IdentityChecked(conn_id, 1, answer), 3)
+    assert of(actions, Adopt) == []
+    assert of(actions, Close) == [Close(conn_id, CloseReason.IDENTITY_REJECTED)]
+    assert p.socket_count() == 0
+
+
+def test_a_request_for_the_broker_being_asked_about_waits_for_the_answer() -> None:
+    p = policy()
+    conn_id = checked_bootstrap(p, metadata(leaders={0: 1}))
+    assert of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 1), 3), Connect) == []
+    actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 4)
+    assert [type(a) for a in actions if not isinstance(a, WakeAt)] == [Adopt, Lease]
+    assert of(actions, Lease) == [Lease(conn_id, 2)]
+
+
+def test_when_the_answer_is_no_the_waiting_request_dials_its_broker() -> None:
+    p = policy()
+    conn_id = checked_bootstrap(p, metadata(leaders={0: 1}))
+    p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 1), 3)
+    actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.REJECTED), 4)
+    assert [(c.key.node, c.key.endpoint) for c in of(actions, Connect)] == [(BrokerNode(1), EP[1])]
+    assert of(actions, Close) == [Close(conn_id, CloseReason.IDENTITY_REJECTED)]
+
+
+def test_a_dial_to_another_broker_keeps_the_socket_being_checked() -> None:
+    p = policy()
+    conn_id = checked_bootstrap(p)
+    actions = p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 2), 3)
+    assert [c.key.node for c in of(actions, Connect)] == [BrokerNode(2)]
+    assert of(actions, Close) == []  # a plain stand-in would be closed before this dial
+    assert conn_id in p.needed_connections()
+
+
+def test_a_broker_without_the_check_is_not_asked() -> None:
     p = policy()
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
-    p.handle(ConnectionEstablished(conn.conn_id, node_id=2), 1)  # broker 2 is at :9093
-    assert of(p.handle(MetadataReceived(1, metadata()), 2), Adopt) == []
+    p.handle(ConnectionEstablished(conn.conn_id), 1)
+    actions = p.handle(MetadataReceived(1, metadata()), 2)
+    assert of(actions, CheckIdentity) == [] and of(actions, Adopt) == []
+    assert of(actions, Close) == [] and p.socket_count() == 1  # today's stand-in
+
+
+def test_a_host_port_several_brokers_share_is_not_asked_about() -> None:
+    p = policy()
+    conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
+    p.handle(ConnectionEstablished(conn.conn_id, checks_identity=True), 1)
+    shared = [BrokerInfo(i, EP[1]) for i in (1, 2, 3)]  # a proxy in front of three brokers
+    md = ClusterMetadata.build("c1", shared, {TopicPartition("t", 0): 2})
+    assert of(p.handle(MetadataReceived(1, md), 2), CheckIdentity) == []
+
+
+def test_a_consumers_socket_confirmed_for_its_coordinator_alone_coordinates() -> None:
+    p = policy(client=ClientKind.CONSUMER)
+    conn_id = checked_bootstrap(p)  # leaders 2 and 3; broker 1 leads nothing
+    ref = CoordinatorRef(CoordinatorKind.GROUP, "g")
+    p.handle(CoordinatorRequestNeeded(2, Api.JOIN_GROUP, 1, ref), 3)
+    actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 4)
+    adopted = of(actions, Adopt)
+    assert [(a.new_key.node, a.new_key.purpose) for a in adopted] == [
+        (BrokerNode(1), Purpose.COORDINATION)
+    ]
+    assert of(actions, Lease) == [Lease(conn_id, 2)]
 
 
 def test_unverified_adoption_is_opt_in() -> None:
@@ -114,16 +194,15 @@ def test_no_adoption_when_the_cluster_id_differs() -> None:
 
 def test_data_requests_go_to_the_leader_and_unneeded_closes_after_linger() -> None:
     p = policy(connection_linger_ms=1000)
-    conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
-    p.handle(ConnectionEstablished(conn.conn_id, node_id=1), 1)
-    p.handle(MetadataReceived(1, metadata()), 2)  # adopted as broker 1, not a leader
+    conn_id = checked_bootstrap(p)
+    p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 2)  # broker 1 leads nothing
     dials = of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 2), 3), Connect)
     assert [d.key.node for d in dials] == [BrokerNode(2)]
     p.handle(ConnectionEstablished(dials[0].conn_id), 4)
     p.handle(ResponseReceived(2), 5)
     assert p.socket_count() == 2  # broker 1 lingers
     closes = of(p.handle(TimePassed(), 5 + 1000), Close)
-    assert [(c.conn_id, c.reason) for c in closes] == [(conn.conn_id, CloseReason.UNNEEDED)]
+    assert [(c.conn_id, c.reason) for c in closes] == [(conn_id, CloseReason.UNNEEDED)]
 
 
 def test_budget_is_never_exceeded_and_work_still_flows() -> None:

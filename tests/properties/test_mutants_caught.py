@@ -145,7 +145,7 @@ def test_the_proposed_policy_passes_the_same_search() -> None:
 # and kept as a regression: behind one proxy, the bootstrap address led to broker 3 when
 # the connection was made, and the metadata later listed it for broker 4 only. A policy
 # that trusts host:port adopts the socket as broker 4's and sends broker 4's requests to
-# broker 3. Brokers confirming their id on each connection makes adoption safe again.
+# broker 3. Brokers that answer KIP-1242's identity check make adoption safe again.
 PROXY_WORLD = World(
     brokers=5,
     client=ClientKind.PRODUCER,
@@ -182,10 +182,22 @@ def test_trusting_host_port_misroutes_behind_a_proxy() -> None:
     replay("proposed", PROXY_WORLD)
 
 
-def test_adoption_is_safe_when_brokers_confirm_their_id() -> None:
+@pytest.mark.parametrize("policy", ["proposed", TrustsHostPort], ids=["proposed", "trusting"])
+def test_the_remapping_proxy_story_ends_with_a_rejected_confirmation(policy: type | str) -> None:
+    """With brokers that answer KIP-1242's check, the socket is asked "are you broker 4?"
+    on the socket that reaches broker 3: broker 3 says no, the socket is closed, and not
+    one request is misrouted -- even by the policy that trusts host:port."""
     from dataclasses import replace
 
-    replay(TrustsHostPort, replace(PROXY_WORLD, confirms_identity=True))
+    world = replace(PROXY_WORLD, confirms_identity=True)
+    sim = world.simulator(policy, candidate=True)
+    for step in PROXY_STEPS:
+        step.apply(sim)
+    check_same_routing(sim, 0, "candidate")
+    check_safety(sim, 0, world.max_connections)
+    (boot,) = [r for r in sim.conn_records if r.key.broker_id is None]
+    assert (boot.backend, boot.adopted_as, boot.close_reason) == (3, None, "identity_rejected")
+    assert (sim.misrouted, sim.identity_rejected) == (0, 1)
 
 
 def _merged(client: ClientKind) -> tuple[str, ...]:

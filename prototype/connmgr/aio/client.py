@@ -61,8 +61,9 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
-from connmgr.aio.driver import Leased, NoConnection, PolicyDriver
+from connmgr.aio.driver import Identity, Leased, NoConnection, PolicyDriver
 from connmgr.aio.errors import ClientStopped, ProducerStopped
+from connmgr.aio.identity import confirmed_conn
 from connmgr.aio.options import PolicyOptions
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.coordinator import CoordinatorKind, CoordinatorRef, coordinator_kind
@@ -220,10 +221,16 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             )
         return self._driver
 
-    async def _dial(self, key: ConnectionKey, on_close: Any) -> Any:
-        return await create_conn(
-            key.endpoint.host,
-            key.endpoint.port,
+    async def _dial(self, key: ConnectionKey, on_close: Any, identity: Identity | None) -> Any:
+        host, port = key.endpoint.host, key.endpoint.port
+        if identity is None:
+            return await create_conn(host, port, **self._connection_settings(on_close))
+        # A known node of a 4.4+ cluster: its set-up confirms that it is that node.
+        return await confirmed_conn(host, port, *identity, **self._connection_settings(on_close))
+
+    def _connection_settings(self, on_close: Any) -> dict[str, Any]:
+        """aiokafka's connection arguments, as the application gave them to the client."""
+        return dict(
             client_id=self._client_id,
             request_timeout_ms=self._request_timeout_ms,
             ssl_context=self._ssl_context,

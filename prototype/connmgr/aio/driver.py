@@ -7,7 +7,14 @@ operations the actions name are done here: ``connect`` dials with aiokafka's ``c
 in a task, ``lease`` hands the chosen connection to whoever is waiting for request
 ``request_id``, ``close`` closes, ``adopt`` only updates the ledger, ``reject`` fails the
 waiting caller with a retriable error, ``refresh_metadata`` asks the client's synchronizer,
-``wake_at`` arms one ``loop.call_at`` timer.
+``wake_at`` arms one ``loop.call_at`` timer, ``check_identity`` sends KIP-1242's
+``ApiVersions`` v5 on the connection (:mod:`connmgr.aio.identity`) and feeds the answer.
+
+Identity (KIP-1242, Kafka 4.4). Every established connection says whether its broker accepts
+``ApiVersions`` v5; once one has, dials for a known node of a policy that asks for it
+(:attr:`~connmgr.core.policy.Policy.checks_dialled_identity`) confirm the node in their own
+set-up (:class:`~connmgr.aio.identity.CheckedConnection`), and a broker that is not that node
+fails the dial (``ConnectionFailed``, the ledger's reason ``IdentityRejected``).
 
 With ``dns_ttl_ms`` set, the driver resolves host names (:mod:`connmgr.aio.resolver`): it
 feeds ``AddressesResolved`` for every lookup, failed or not -- before dialling a name with no
@@ -32,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from connmgr.aio.identity import answers_identity_check, check_identity
 from connmgr.aio.resolver import Lookup, Resolver, is_literal, peer_address
 from connmgr.core.actions import CloseReason, RejectReason
 from connmgr.core.driver import EventPump
@@ -42,6 +50,7 @@ from connmgr.core.events import (
     ConnectionEstablished,
     ConnectionFailed,
     Event,
+    IdentityChecked,
     MetadataReceived,
     RequestFailed,
     RequestWithdrawn,
@@ -65,9 +74,15 @@ class KafkaConnection(Protocol):
     def connected(self) -> bool: ...
 
 
-Dialer = Callable[[ConnectionKey, Callable[[Any, Any], None]], Awaitable[KafkaConnection]]
-"""``dial(key, on_close)``: open a connection to ``key.endpoint``; ``on_close(conn, reason)``
-must be called if it closes later. Raises OSError, TimeoutError or a KafkaError on failure."""
+Identity = tuple[str, int]
+"""(cluster id, node id): what a dial for a known node confirms (KIP-1242)."""
+Dialer = Callable[
+    [ConnectionKey, Callable[[Any, Any], None], Identity | None], Awaitable[KafkaConnection]
+]
+"""``dial(key, on_close, identity)``: open a connection to ``key.endpoint``, confirming
+``identity`` in its set-up if given; ``on_close(conn, reason)`` must be called if it closes
+later. Raises OSError, TimeoutError or a KafkaError (``IdentityRejected`` among them) on
+failure."""
 
 
 class NoConnection(ConnMgrError):
@@ -116,6 +131,9 @@ class PolicyDriver:
         ledger.clock = lambda: self.now_ms  # the ledger's time base is this driver's
         self._conns: dict[int, KafkaConnection] = {}
         self._dialing: dict[int, asyncio.Task[None]] = {}
+        self._checks: set[asyncio.Task[None]] = set()
+        self._cluster_checks = False
+        """Whether the brokers accept KIP-1242's check (the last connection established)."""
         self._closed_by_us: set[int] = set()
         self._close_waits: list[Any] = []
         self._waiters: dict[int, asyncio.Future[Leased]] = {}
@@ -218,6 +236,20 @@ class PolicyDriver:
     def adopt(self, conn_id: int, old_key: ConnectionKey, new_key: ConnectionKey) -> None:
         self.ledger.adopted(self.now_ms, conn_id, new_key)
 
+    def check_identity(self, conn_id: int, broker_id: int, cluster_id: str) -> None:
+        conn = self._conns.get(conn_id)
+        if conn is not None:
+            task = self._loop.create_task(self._check(conn_id, conn, broker_id, cluster_id))
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
+
+    async def _check(
+        self, conn_id: int, conn: KafkaConnection, broker_id: int, cluster_id: str
+    ) -> None:
+        answer = await check_identity(conn, cluster_id, broker_id)
+        if self._conns.get(conn_id) is conn and not self.closed:
+            self.feed(IdentityChecked(conn_id, broker_id, answer))
+
     def reject(self, request_id: int, reason: RejectReason) -> None:
         future = self._waiters.pop(request_id, None)
         if future is not None and not future.done():
@@ -267,7 +299,10 @@ class PolicyDriver:
                 # Reported before the dial, as the contract asks; the dial resolves the name
                 # again itself (see connmgr.aio.resolver: TLS verifies the name).
                 await resolver.before_dial(host, key.endpoint.port)
-            conn = await self._dial(key, lambda c, reason: self._on_close(conn_id, reason))
+            identity = self._identity_to_confirm(key)
+            conn = await self._dial(
+                key, lambda c, reason: self._on_close(conn_id, reason), identity
+            )
         except asyncio.CancelledError:
             self._dialing.pop(conn_id, None)
             raise
@@ -286,7 +321,23 @@ class PolicyDriver:
         self._conns[conn_id] = conn
         self.ledger.established(self.now_ms, conn_id)
         address = None if resolver is None else peer_address(conn)
-        self.feed(ConnectionEstablished(conn_id, address=address))
+        checks = self._cluster_checks = answers_identity_check(conn)
+        confirmed = None if identity is None else identity[1]
+        self.feed(ConnectionEstablished(conn_id, confirmed, address, checks))
+
+    def _identity_to_confirm(self, key: ConnectionKey) -> Identity | None:
+        """What a dial for ``key`` confirms: its node, if it is a known broker, the policy
+        asks, and the cluster's brokers answer the check."""
+        md = self.policy.metadata
+        if (
+            not self._cluster_checks
+            or not self.policy.checks_dialled_identity
+            or key.broker_id is None
+            or md is None
+            or md.cluster_id is None
+        ):
+            return None
+        return md.cluster_id, key.broker_id
 
     def _close(self, conn_id: int, reason: CloseReason) -> None:
         self._closed_by_us.add(conn_id)
@@ -331,7 +382,7 @@ class PolicyDriver:
             if not future.done():
                 future.set_exception(NoConnection("the client was closed"))
         self._waiters.clear()
-        for task in list(self._dialing.values()):
+        for task in [*self._dialing.values(), *self._checks]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, *self._dial_errors):
                 await task

@@ -16,11 +16,11 @@ aiokafka 0.14 knows ``ApiVersions`` up to v2; v5 is declared here from the messa
 
 from __future__ import annotations
 
-import enum
 from io import BytesIO
 from typing import Any, ClassVar, Final
 
 import aiokafka.errors as kafka_errors
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.protocol.api import Request, RequestStruct, Response, ResponseHeader_v0
 from aiokafka.protocol.types import (
     CompactArray,
@@ -31,16 +31,20 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
+from connmgr.core.events import IdentityAnswer
+
 __all__ = [
     "API_VERSIONS_KEY",
     "CHECK_VERSION",
     "INVALID_REQUEST",
     "REBOOTSTRAP_REQUIRED",
     "CheckAnswer",
+    "CheckedConnection",
     "IdentityCheckRequest",
     "IdentityRejected",
     "answers_identity_check",
     "check_identity",
+    "confirmed_conn",
 ]
 
 API_VERSIONS_KEY: Final = 18
@@ -52,6 +56,7 @@ INVALID_REQUEST: Final = 42
 """Only one of ``ClusterId`` and ``NodeId`` was set."""
 SOFTWARE_NAME: Final = "connmgr"
 SOFTWARE_VERSION: Final = "0.1.0"
+_UNSUPPORTED_VERSION: Final = 35
 
 
 class ApiVersionsResponse_v5(Response):  # type: ignore[misc]
@@ -72,6 +77,16 @@ class ApiVersionsResponse_v5(Response):  # type: ignore[misc]
         ("throttle_time_ms", Int32),
         ("tags", TaggedFields),
     )
+
+    @classmethod
+    def decode(cls, data: BytesIO | bytes) -> Any:
+        buffer = BytesIO(data) if isinstance(data, bytes) else data
+        start = buffer.tell()
+        if Int16.decode(buffer) == _UNSUPPORTED_VERSION:
+            # A broker that does not know v5 answers in v0's layout: only its error counts.
+            return cls(_UNSUPPORTED_VERSION, [], 0, {})
+        buffer.seek(start)
+        return super().decode(buffer)
 
 
 class ApiVersionsRequest_v5(RequestStruct):  # type: ignore[misc]
@@ -98,6 +113,9 @@ class IdentityCheckRequest(Request[ApiVersionsRequest_v5]):  # type: ignore[misc
     ``cluster_id`` (both None: an ordinary v5, no check)."""
 
     API_KEY: ClassVar[int] = API_VERSIONS_KEY
+    ALLOW_UNKNOWN_API_VERSION: ClassVar[bool] = True
+    """Sendable as a connection's first request, before any version is known (the broker
+    must then accept v5: :class:`CheckedConnection` sends it so only to a 4.4+ cluster)."""
 
     def __init__(self, cluster_id: str | None, node_id: int | None) -> None:
         self.cluster_id = cluster_id
@@ -109,15 +127,8 @@ class IdentityCheckRequest(Request[ApiVersionsRequest_v5]):  # type: ignore[misc
         )
 
 
-class CheckAnswer(enum.Enum):
-    """How a broker answered one identity check."""
-
-    CONFIRMED = "confirmed"
-    """Error 0: the broker is that node of that cluster."""
-    REJECTED = "rejected"
-    """Error 129 ``REBOOTSTRAP_REQUIRED``: it is another node, or another cluster's."""
-    FAILED = "failed"
-    """Any other error, or no answer: nothing was confirmed."""
+CheckAnswer = IdentityAnswer
+"""How a broker answered one identity check (the core's value: drivers feed it back)."""
 
 
 class IdentityRejected(kafka_errors.KafkaConnectionError):  # type: ignore[misc]
@@ -146,3 +157,60 @@ async def check_identity(conn: Any, cluster_id: str, node_id: int) -> CheckAnswe
     if response.error_code == REBOOTSTRAP_REQUIRED:
         return CheckAnswer.REJECTED
     return CheckAnswer.FAILED
+
+
+class CheckedConnection(AIOKafkaConnection):  # type: ignore[misc]
+    """An aiokafka connection dialled for a known node ``node_id`` of cluster ``cluster_id``
+    whose set-up confirms that the broker is that node (KIP-1242), as Java 4.4's
+    ``NetworkClient`` does; ``connect()`` raises :class:`IdentityRejected` if it is not.
+
+    Only for a cluster whose brokers accept ``ApiVersions`` v5 (seen on an earlier
+    connection). Without SASL the handshake's own ``ApiVersions`` is the v5 check: no extra
+    round trip. With SASL a pre-authentication ``ApiVersions`` is not checked by the broker,
+    so aiokafka's handshake and authentication run unchanged and the check follows them: one
+    more round trip, as Java's post-authentication ``ApiVersions`` costs."""
+
+    def __init__(self, host: str, port: int, *, cluster_id: str, node_id: int, **kw: Any):
+        super().__init__(host, port, **kw)
+        self.identity = (cluster_id, node_id)
+
+    @property
+    def _sasl(self) -> bool:
+        return str(self._security_protocol).startswith("SASL_")
+
+    async def connect(self) -> Any:
+        streams = await super().connect()
+        if self._sasl:
+            cluster_id, node_id = self.identity
+            answer = await check_identity(self, cluster_id, node_id)
+            if answer is not IdentityAnswer.CONFIRMED:
+                self.close()
+                raise IdentityRejected(f"{self._host}:{self._port} is not node {node_id}")
+        return streams
+
+    async def _do_version_lookup(self) -> None:
+        if self._sasl:
+            await super()._do_version_lookup()
+            return
+        cluster_id, node_id = self.identity
+        response = await self.send(IdentityCheckRequest(cluster_id, node_id))
+        if response.error_code == REBOOTSTRAP_REQUIRED:
+            raise IdentityRejected(f"{self._host}:{self._port} is not node {node_id}")
+        if response.error_code == _UNSUPPORTED_VERSION:
+            await super()._do_version_lookup()  # the broker was downgraded since: ask plainly
+            return
+        if response.error_code != 0:
+            raise kafka_errors.for_code(response.error_code)(
+                f"ApiVersions v5 to {self._host}:{self._port}"
+            )
+        self._versions = {key: (low, high) for key, low, high, _ in response.api_keys}
+
+
+async def confirmed_conn(
+    host: str, port: int, cluster_id: str, node_id: int, **settings: Any
+) -> CheckedConnection:
+    """aiokafka's ``create_conn`` for a known node: connected, authenticated, and confirmed
+    to be node ``node_id`` of ``cluster_id`` (:class:`IdentityRejected` otherwise)."""
+    conn = CheckedConnection(host, port, cluster_id=cluster_id, node_id=node_id, **settings)
+    await conn.connect()
+    return conn

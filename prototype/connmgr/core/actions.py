@@ -17,6 +17,9 @@ class CloseReason(enum.Enum):
     """A bootstrap connection that could not safely become a broker connection."""
     BOOTSTRAP_DONE = "bootstrap_done"
     """aiokafka closes its bootstrap connection once metadata arrived."""
+    IDENTITY_REJECTED = "identity_rejected"
+    """The broker on a bootstrap connection did not confirm that it is the node metadata
+    places at the connection's host:port (KIP-1242's check answered otherwise)."""
     ENDPOINT_CHANGED = "endpoint_changed"
     """Metadata moved the node to another host:port."""
     STALE_ADDRESS = "stale_address"
@@ -62,6 +65,17 @@ class Adopt:
     new_key: ConnectionKey
 
 
+@dataclass(frozen=True, slots=True)
+class CheckIdentity:
+    """Ask the broker on READY connection ``conn_id`` whether it is broker ``broker_id`` of
+    cluster ``cluster_id`` (KIP-1242: ``ApiVersions`` v5, Kafka 4.4+); feed
+    ``IdentityChecked`` with its answer. The connection stays usable meanwhile."""
+
+    conn_id: int
+    broker_id: int
+    cluster_id: str
+
+
 class RejectReason(enum.Enum):
     BROKER_GONE = "broker_gone"
     """Metadata newer than the request no longer lists the broker it must reach: the caller
@@ -93,4 +107,4 @@ class WakeAt:
     at_ms: float
 
 
-Action = Connect | Lease | Close | Adopt | Reject | RefreshMetadata | WakeAt
+Action = Connect | Lease | Close | Adopt | CheckIdentity | Reject | RefreshMetadata | WakeAt

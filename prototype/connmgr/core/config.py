@@ -138,15 +138,18 @@ class PolicyConfig:
         default=False,
         metadata=option(
             "adopt a bootstrap connection whose host:port metadata gives to exactly one "
-            "broker even when no broker id was confirmed on the socket (saves one dial per "
-            "client start; unsafe behind a proxy that changes what that host:port leads to, "
-            "see docs/property-suite.md)",
+            "broker even when the broker cannot confirm that it is that node (brokers before "
+            "Kafka 4.4; a 4.4+ broker is asked, KIP-1242) (saves one dial per client start; "
+            "unsafe behind a proxy that changes what that host:port leads to, see "
+            "docs/property-suite.md)",
             reach=Reach.DROP_IN,
             meaning="adopt the bootstrap connection as the broker's whose host:port metadata "
             "gives it, without the broker confirming its id (saves one dial per start; unsafe "
             "behind a proxy whose routing changes, see [property-suite.md](property-suite.md))"
-            ". By default the bootstrap connection serves metadata until a broker connection "
-            "exists, then closes",
+            ". By default a 4.4+ broker is asked on the socket whether it is that node "
+            "(KIP-1242's ApiVersions v5) and the socket adopted if it says so; an older "
+            "broker's bootstrap connection serves metadata until a broker connection exists, "
+            "then closes",
         ),
     )
     extra: Mapping[str, str] = field(default_factory=dict)

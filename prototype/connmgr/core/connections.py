@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from connmgr.core.actions import CloseReason
@@ -21,6 +22,8 @@ class Connection:
 
     __slots__ = (
         "address",
+        "checking",
+        "checks_identity",
         "confirmed_id",
         "conn_id",
         "drain_reason",
@@ -47,7 +50,12 @@ class Connection:
         self.waiting: list[Request] = []
         self.unneeded_since_ms: float | None = None
         self.confirmed_id: int | None = None
-        """The broker id the peer confirmed when the connection was established, if any."""
+        """The broker id the connection's own handshake confirmed (a dial for a known node
+        that carried KIP-1242's check), if any."""
+        self.checks_identity = False
+        """The broker answers KIP-1242's identity check on this connection."""
+        self.checking: int | None = None
+        """The broker id an identity check in flight on this connection asks about."""
         self.address: str | None = None
         """The resolved address the socket reached, if the driver said (see
         :class:`~connmgr.core.events.AddressesResolved`)."""
@@ -193,3 +201,39 @@ def first_ready(conns: Sequence[Connection]) -> Connection | None:
         ):
             best = conn
     return best
+
+
+class IdleTimers:
+    """When each READY connection may have idled out: the rule of the Java client and
+    aiokafka alike -- quiet for ``idle_ms`` and not awaiting a response. A min-heap of
+    (due time, connection id), checked lazily: an entry found early is pushed back."""
+
+    __slots__ = ("_heap", "idle_ms")
+
+    def __init__(self, idle_ms: float | None) -> None:
+        self.idle_ms = idle_ms
+        self._heap: list[tuple[float, int]] = []
+
+    def start(self, conn_id: int, now_ms: float) -> None:
+        """``conn_id`` became READY at ``now_ms`` (nothing is timed with idle expiry off)."""
+        if self.idle_ms is not None:
+            heapq.heappush(self._heap, (now_ms + self.idle_ms, conn_id))
+
+    @property
+    def first(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def expired(self, table: ConnectionTable, now_ms: float) -> Iterator[Connection]:
+        """The READY connections of ``table`` idle since ``now_ms - idle_ms`` (to close)."""
+        heap, idle = self._heap, self.idle_ms
+        while idle is not None and heap and heap[0][0] <= now_ms:
+            _, conn_id = heapq.heappop(heap)
+            conn = table.get(conn_id)
+            if conn is None or conn.state is not ConnState.READY:
+                continue
+            if conn.in_flight:
+                heapq.heappush(heap, (now_ms + idle, conn_id))
+            elif conn.last_used_ms + idle > now_ms:
+                heapq.heappush(heap, (conn.last_used_ms + idle, conn_id))
+            else:
+                yield conn

@@ -30,6 +30,7 @@ what they fed):
                          waited for the lease any more
 ``ConnectionEstablished`` / ``ConnectionFailed`` / ``ConnectionClosedByPeer``
                          the outcome of a ``Connect``, and a socket the other side closed
+``IdentityChecked``      the broker's answer to a ``CheckIdentity`` (KIP-1242)
 ``AddressesResolved``    a lookup of a host name ended: with the addresses it names now,
                          or failed (timeout, SERVFAIL, NXDOMAIN, no address). Every
                          lookup the driver makes, changed or not: before dialling a name
@@ -55,8 +56,16 @@ still arrives on the closed socket is dropped, as after any ``Close``.
 Two differences are by design. A driver whose callers see a broken connection (the aio
 driver: aiokafka raises to whoever awaited the request) feeds ``RequestFailed`` for each
 request leased on it before ``ConnectionClosedByPeer``; the simulator's client models do not
-see the failure, so the policy re-places their requests. And only the simulator can report a
-broker's confirmed identity in ``ConnectionEstablished`` (no Kafka release confirms it).
+see the failure, so the policy re-places their requests.
+
+Identity (KIP-1242, Kafka 4.4). A driver whose broker answers ``ApiVersions`` v5 says so in
+``ConnectionEstablished`` (``checks_identity``), once the connection is authenticated (a v5
+before SASL authentication is not checked by the broker). A dial for a known node carries the
+check in its own handshake: a broker that is not that node fails the dial
+(``ConnectionFailed``); one that is reports ``node_id``. ``CheckIdentity`` asks the same on an
+established connection (the proposed policy's bootstrap connection, once metadata names the
+node at its host:port), answered by ``IdentityChecked``. A driver whose brokers predate 4.4
+reports ``checks_identity`` False and is never asked.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from typing import Any, Protocol
 
 from connmgr.core.actions import (
     Adopt,
+    CheckIdentity,
     Close,
     CloseReason,
     Connect,
@@ -99,6 +109,10 @@ class DriverOps(Protocol):
     def adopt(self, conn_id: int, old_key: ConnectionKey, new_key: ConnectionKey) -> None:
         """Record that socket ``conn_id`` now serves ``new_key`` (no I/O)."""
 
+    def check_identity(self, conn_id: int, broker_id: int, cluster_id: str) -> None:
+        """Ask the broker on ``conn_id`` whether it is ``broker_id`` of ``cluster_id``
+        (KIP-1242); feed IdentityChecked with the answer later."""
+
     def reject(self, request_id: int, reason: RejectReason) -> None:
         """Hand request ``request_id`` back to its caller unsent, to be re-targeted."""
 
@@ -128,6 +142,7 @@ class EventPump:
             Connect: self._connect,
             Close: self._close,
             Adopt: self._adopt,
+            CheckIdentity: self._check,
             Reject: self._reject,
             RefreshMetadata: self._refresh,
             WakeAt: self._wake,
@@ -160,6 +175,9 @@ class EventPump:
 
     def _adopt(self, action: Adopt) -> None:
         self._ops.adopt(action.conn_id, action.old_key, action.new_key)
+
+    def _check(self, action: CheckIdentity) -> None:
+        self._ops.check_identity(action.conn_id, action.broker_id, action.cluster_id)
 
     def _reject(self, action: Reject) -> None:
         self._ops.reject(action.request_id, action.reason)

@@ -95,6 +95,29 @@ class ConnectionEstablished:
     address: str | None = None
     """The resolved address the socket reached (its peer IP), or None when the driver does
     not resolve names (the host is a literal, or the driver leaves resolution to the OS)."""
+    checks_identity: bool = False
+    """The broker answers KIP-1242's identity check (``ApiVersions`` v5, Kafka 4.4+) on this
+    connection, which is authenticated: a policy may send it ``CheckIdentity``."""
+
+
+class IdentityAnswer(Enum):
+    """How a broker answered an identity check (KIP-1242)."""
+
+    CONFIRMED = "confirmed"
+    """Error 0: the broker is that node of that cluster."""
+    REJECTED = "rejected"
+    """Error 129 ``REBOOTSTRAP_REQUIRED``: it is another node, or another cluster's."""
+    FAILED = "failed"
+    """Another error, or no answer: nothing was confirmed."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityChecked:
+    """The answer to ``CheckIdentity(conn_id, broker_id, ...)``."""
+
+    conn_id: int
+    broker_id: int
+    answer: IdentityAnswer
 
 
 class LookupOutcome(Enum):
@@ -211,6 +234,7 @@ Event = (
     | CoordinatorLost
     | InterestChanged
     | ConnectionEstablished
+    | IdentityChecked
     | AddressesResolved
     | ConnectionFailed
     | ConnectionClosedByPeer

@@ -7,8 +7,8 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   construction (a seeded ``random.Random`` in practice). The same events, times and seed give
   the same actions, always.
 * A policy decides, the driver acts. :meth:`Policy.handle` takes one event and returns the
-  actions (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``Reject``, ``RefreshMetadata``,
-  ``WakeAt``) the driver must carry out, in order (the driver contract,
+  actions (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``CheckIdentity``, ``Reject``,
+  ``RefreshMetadata``, ``WakeAt``) the driver must carry out, in order (the driver contract,
   :mod:`connmgr.core.driver`). Creating a connection record does not dial; a ``Connect``
   action does.
 * Bookkeeping lives here once; decisions live in the subclasses. A subclass says where a
@@ -21,26 +21,24 @@ CONNECTING or DEFERRED: queued on it until it is READY) or None (stay pending, t
 the next event). When a connection fails or the peer closes it, whatever it held goes back to
 pending and is placed again, so no request is ever lost by the policy.
 
-The hot path. A producer or consumer sends most of its requests to a broker whose connection
-is already READY, and nothing structural changes between them. So when :meth:`place` puts a
-broker request on a READY connection without changing :attr:`Policy.version`, the base class
-remembers that route for the current ``version``; the next request for the same broker, with
-nothing else pending, goes straight to ``send`` while ``version`` is unchanged and the
-connection is still READY (of a READY connection's changes of state, only a drain bumps no
-version). It skips only the call to ``place``, whose answer cannot have changed (see
-:attr:`Policy.stable_broker_routes`): the actions, and their order, are the same, which
-tests/test_hot_path.py checks on every scenario with the hot path switched off.
+The hot path. When :meth:`place` puts a broker request on a READY connection without changing
+:attr:`Policy.version`, the base class remembers that route; the next request for the same
+broker, with nothing else pending, is sent on it while ``version`` is unchanged and the
+connection READY, skipping only a ``place`` whose answer cannot have changed (see
+:attr:`Policy.stable_broker_routes`; tests/test_hot_path.py compares every scenario with the
+hot path off).
 """
 
 from __future__ import annotations
 
-import heapq
 from abc import ABC, abstractmethod
+from collections import Counter
 from typing import ClassVar
 
 from connmgr.core.actions import (
     Action,
     Adopt,
+    CheckIdentity,
     Close,
     CloseReason,
     Connect,
@@ -51,7 +49,7 @@ from connmgr.core.actions import (
     WakeAt,
 )
 from connmgr.core.config import PolicyConfig
-from connmgr.core.connections import Connection, ConnectionTable, ConnectionView
+from connmgr.core.connections import Connection, ConnectionTable, ConnectionView, IdleTimers
 from connmgr.core.coordinator import CoordinatorRef, CoordinatorTable
 from connmgr.core.events import (
     AddressesResolved,
@@ -66,6 +64,8 @@ from connmgr.core.events import (
     CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
+    IdentityAnswer,
+    IdentityChecked,
     InterestChanged,
     MetadataReceived,
     RequestFailed,
@@ -100,6 +100,9 @@ class Policy(ABC):
     pushes_telemetry: ClassVar[bool] = False
     """Whether the hosting client asks some node for its KIP-714 telemetry subscription when
     it starts (kafka-clients >= 3.7): one more any-node request."""
+    checks_dialled_identity: ClassVar[bool] = False
+    """Whether the hosting client's dials to known brokers carry KIP-1242's identity check
+    (the drop-in; kafka-clients 4.4+), failing when the host:port reaches another broker."""
     stable_broker_routes: ClassVar[bool] = True
     """The contract behind the hot path (see the module docstring): when :meth:`place`
     returns a READY connection for a :class:`ToBroker` request and leaves ``version`` as it
@@ -122,7 +125,7 @@ class Policy(ABC):
         """The connection records (bookkeeping only; the policy decides and acts)."""
         self._pending: list[Request] = []
         self._placed: dict[int, Connection] = {}
-        self._idle_heap: list[tuple[float, int]] = []
+        self._idle = IdleTimers(config.idle_expiry_ms)
         self._now = 0.0
         self._out: list[Action] = []
         self._wake_at: float | None = None
@@ -206,8 +209,13 @@ class Policy(ABC):
             case InterestChanged(partitions):
                 self.interest = partitions
                 self.version += 1
-            case ConnectionEstablished(conn_id, node_id, address):
-                self._on_established(conn_id, node_id, address)
+            case ConnectionEstablished(conn_id, node_id, address, checks_identity):
+                self._on_established(conn_id, node_id, address, checks_identity)
+            case IdentityChecked(conn_id, broker_id, answer):
+                if (conn := self._conn(conn_id)) is not None and conn.checking == broker_id:
+                    conn.checking = None
+                    self.version += 1
+                    self.on_identity_checked(conn, broker_id, answer)
             case AddressesResolved():
                 self.on_addresses_resolved(event)
             case ConnectionFailed(conn_id):
@@ -241,6 +249,9 @@ class Policy(ABC):
 
     def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
         """Hook: the driver looked a host name up; failed or not (today's clients ignore it)."""
+
+    def on_identity_checked(self, conn: Connection, broker_id: int, answer: IdentityAnswer) -> None:
+        """Hook: the broker on ``conn`` answered whether it is ``broker_id`` (KIP-1242)."""
 
     def on_connection_lost(self, conn: Connection, *, failed: bool) -> None:
         """Hook: ``conn`` failed to dial (failed=True) or was closed by the peer."""
@@ -283,14 +294,12 @@ class Policy(ABC):
         return tuple(self._pending)
 
     def __repr__(self) -> str:
-        states: dict[str, int] = {}
-        for c in self.table.all():
-            states[c.state.value] = states.get(c.state.value, 0) + 1
+        states = Counter(c.state.value for c in self.table.all())
         summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         brokers = len(self.metadata.brokers) if self.metadata else 0
         return (
-            f"<{type(self).__name__} t={self._now:.0f}ms conns: {summary}; "
-            f"pending={len(self._pending)} brokers={brokers} coordinators={self.coordinators!r}"
+            f"<{type(self).__name__} t={self._now:.0f}ms conns: {summary}; pending="
+            f"{len(self._pending)} brokers={brokers} coordinators={self.coordinators!r}"
             f"{' closed' if self.closed else ''}>"
         )
 
@@ -371,6 +380,12 @@ class Policy(ABC):
         self.metrics.on_role_change(old_key.role, new_key.role)
         self._out.append(Adopt(conn.conn_id, old_key, new_key))
 
+    def check_identity(self, conn: Connection, broker_id: int, cluster_id: str) -> None:
+        """Ask the broker on READY ``conn`` whether it is ``broker_id`` of ``cluster_id``."""
+        conn.checking = broker_id
+        self.version += 1
+        self._out.append(CheckIdentity(conn.conn_id, broker_id, cluster_id))
+
     def backoff_ms(self, failures: int) -> float:
         """Exponential reconnect backoff, no jitter (jitter would make runs differ by policy)."""
         base = self.config.reconnect_backoff_ms
@@ -379,23 +394,8 @@ class Policy(ABC):
     def expire_idle(self) -> None:
         """Close READY connections quiet for ``connections_max_idle_ms`` and not awaiting a
         response (the rule of the Java client and aiokafka alike)."""
-        heap = self._idle_heap
-        if not heap or heap[0][0] > self._now:
-            return  # nothing due (and with idle expiry off, nothing is ever pushed)
-        idle = self.config.idle_expiry_ms
-        if idle is None:
-            return
-        while heap and heap[0][0] <= self._now:
-            _, conn_id = heapq.heappop(heap)
-            conn = self.table.get(conn_id)
-            if conn is None or conn.state is not ConnState.READY:
-                continue
-            if conn.in_flight:
-                heapq.heappush(heap, (self._now + idle, conn_id))
-            elif conn.last_used_ms + idle > self._now:
-                heapq.heappush(heap, (conn.last_used_ms + idle, conn_id))
-            else:
-                self.close(conn, CloseReason.IDLE)
+        for conn in list(self._idle.expired(self.table, self._now)):
+            self.close(conn, CloseReason.IDLE)
 
     def retry_deadline(self) -> float | None:
         """When the earliest backoff ends, if requests are waiting for one."""
@@ -505,17 +505,18 @@ class Policy(ABC):
             raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
         return conn  # None: already closed by us; the driver's report crossed our Close
 
-    def _on_established(self, conn_id: int, node_id: int | None, address: str | None) -> None:
+    def _on_established(
+        self, conn_id: int, node_id: int | None, address: str | None, checks: bool
+    ) -> None:
         conn = self._conn(conn_id)
         if conn is None:
             return
-        conn.confirmed_id, conn.address = node_id, address
+        conn.confirmed_id, conn.address, conn.checks_identity = node_id, address, checks
         conn.move(Trigger.ESTABLISHED)
         self.version += 1
         conn.failures = 0
         conn.last_used_ms = self._now
-        if self.config.idle_expiry_ms is not None:
-            heapq.heappush(self._idle_heap, (self._now + self.config.idle_expiry_ms, conn_id))
+        self._idle.start(conn_id, self._now)
         waiting, conn.waiting = conn.waiting, []
         for request in waiting:
             self.send(conn, request)
@@ -585,10 +586,9 @@ class Policy(ABC):
         now = self._now
         at: float | None = None
         if not self.closed:
-            if self._idle_heap:
-                first = self._idle_heap[0][0]
-                if first > now:
-                    at = first
+            first = self._idle.first
+            if first is not None and first > now:
+                at = first
             for deadline in (self.next_deadline(), self.retry_deadline()):
                 if deadline is not None and deadline > now and (at is None or deadline < at):
                     at = deadline

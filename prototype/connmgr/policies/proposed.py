@@ -5,17 +5,24 @@ sockets the client needs:
 
 a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
 b. One bootstrap attempt at a time, failing over through the list from a random start.
-c. Adopt or close: when metadata arrives, a bootstrap connection becomes broker X's data
-   connection only if the broker confirmed id X on the socket (an identity check the Kafka
-   protocol lacks today; the RFC proposes one), metadata places X at the socket's
-   host:port, and the cluster id agrees. Brokers today cannot confirm an id, so by default
-   nothing is adopted; ``adopt_unverified`` also adopts when metadata gives the host:port to
-   exactly one broker (see the safety note).
+c. Confirm, then adopt or close: when metadata arrives and places exactly one broker X at a
+   READY bootstrap connection's host:port (and the cluster id agrees), the client asks the
+   broker on that very socket whether it is node X of that cluster -- KIP-1242's check,
+   ``ApiVersions`` v5 with ``ClusterId`` and ``NodeId`` (Kafka 4.4+; on SASL listeners sent
+   only after authentication, before which a broker does not check it). Requests for X wait
+   for the answer instead of dialling X. Confirmed, the socket becomes X's data connection (or
+   its coordination connection, if X is only the consumer's group coordinator): no second
+   dial. Rejected (``REBOOTSTRAP_REQUIRED``) or unanswered, it drains and closes, counted, and
+   X is dialled. A broker without the check (before 4.4) keeps the rule below; so does a
+   host:port metadata gives to several brokers (a proxy: no one node to ask about).
+   ``adopt_unverified`` adopts a socket whose broker cannot be asked when metadata gives the
+   host:port to exactly one broker (unsafe: see the safety note).
    A connection not adopted carries no broker request: if the cluster id agrees it serves
    any-node requests until the first broker dial, which closes it first (so the stand-in
    never adds to the peak; one still busy then closes as soon as a broker connection is
    ready, without a linger); if not, it drains and closes at once. It is never left as an
-   orphan.
+   orphan. Dials to known brokers carry the same check in their own handshake, so a
+   host:port that now leads to another broker fails the dial instead of misrouting requests.
 d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the least-loaded READY
    connection; a dial happens only when none is ready or connecting.
 e. Data requests go to the leader's data connection, dialled on first need.
@@ -50,16 +57,16 @@ i. Socket budget: with ``max_connections``, a dial at the cap first closes the l
    forever instead of slowing it down.
 j. Metrics by role, including the handshakes adoption saved.
 
-Safety note on (c). A bootstrap socket reached *some* broker behind the bootstrap host:port,
-and nothing in today's protocol says which. Inferring it from metadata ("exactly one broker
-is advertised at this host:port") looks safe but is not: the property suite
-(tests/properties) found a proxy that led the address to broker 3 when the socket was
-dialled and to broker 4 only when the metadata answer arrived, so the socket was adopted
-as broker 4's and every request for 4 reached 3. Hence adoption needs the broker's own word
-for its id on the socket, and the inference is an opt-in (``adopt_unverified``)
-for clusters known to have no remapping proxy in front. :attr:`PolicyConfig.expected_cluster_id`
-adds the part of an identity check a client can make today: a different cluster is never
-adopted.
+Safety note on (c). A bootstrap socket reached *some* broker behind the bootstrap host:port.
+Inferring which from metadata ("exactly one broker is advertised at this host:port") looks
+safe but is not: the property suite (tests/properties) found a proxy that led the address to
+broker 3 when the socket was dialled and to broker 4 only when the metadata answer arrived,
+so the socket was adopted as broker 4's and every request for 4 reached 3. Hence adoption
+needs the broker's own word on the socket: asked "are you 4?", broker 3 answers
+``REBOOTSTRAP_REQUIRED`` and the socket is closed, nothing misrouted. The inference alone is
+an opt-in (``adopt_unverified``) for clusters known to have no remapping proxy in front.
+:attr:`PolicyConfig.expected_cluster_id` adds what a client can check without the broker: a
+different cluster is never adopted.
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.connections import Connection, first_ready
 from connmgr.core.coordinator import CoordinatorKind
-from connmgr.core.events import AddressesResolved
+from connmgr.core.events import AddressesResolved, IdentityAnswer
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
@@ -88,6 +95,8 @@ class ProposedPolicy(Policy):
     the first metadata request, on the same connection (the drop-in client prefetches it;
     aiokafka alone would wait for the metadata answer first)."""
 
+    checks_dialled_identity: ClassVar[bool] = True
+
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
         n = len(config.bootstrap)
@@ -100,6 +109,9 @@ class ProposedPolicy(Policy):
         self._coordinator_needs: tuple[int, dict[Purpose, frozenset[int]]] = (-1, {})
         self._stale_marks: set[int] = set()
         """Connections a successful answer for their name left out once (rule h2)."""
+        self._checks: dict[int, Connection] = {}
+        """Broker id -> the bootstrap connection whose broker is being asked whether it is
+        that broker (rule c); requests for it wait for the answer."""
 
     def bootstraps_at_start(self, client_is_producer: bool) -> bool:
         return self.config.warm_up
@@ -122,6 +134,8 @@ class ProposedPolicy(Policy):
         endpoint = md.endpoint_of(broker_id)
         if endpoint is None:
             return None  # not in metadata: the client refreshes it and asks again
+        if self._checks and self._check_in_flight(broker_id):
+            return None  # the bootstrap socket may be this broker's: wait for its answer
         return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
 
     def _coordinator_purpose(self, kind: CoordinatorKind) -> Purpose:
@@ -199,7 +213,12 @@ class ProposedPolicy(Policy):
         expected = self.config.expected_cluster_id or (old.cluster_id if old else None)
         cluster_agrees = expected is None or md.cluster_id == expected
         for conn in self.table.records():
-            if conn.role is not Role.BOOTSTRAP:
+            if conn.role is not Role.BOOTSTRAP or conn.checking is not None:
+                continue  # not a bootstrap connection, or its broker's answer is on its way
+            candidate = self._candidate(conn, md) if cluster_agrees else None
+            if conn.state is ConnState.READY and candidate is not None:
+                self._checks[candidate] = conn
+                self.check_identity(conn, candidate, md.cluster_id or "")
                 continue
             broker_id = self._identity(conn, md) if cluster_agrees else None
             if conn.state is ConnState.READY and broker_id is not None:
@@ -208,14 +227,60 @@ class ProposedPolicy(Policy):
                     self.adopt(conn, new_key)
                     continue
             if conn.state is ConnState.READY and cluster_agrees:
-                # Not adoptable (its host:port is shared, unlisted, or already has its own
-                # connection) but it reached a broker of this cluster, which is all an
-                # any-node request needs: it serves those until a broker connection can,
-                # and is closed as soon as it is quiet and not needed (before a broker
-                # dial, so it never adds to the peak). Closing it now would cost a dial for
-                # the very next Metadata request.
+                # Otherwise not adoptable (its host:port is shared, unlisted, or already has
+                # its own connection, or its broker cannot be asked) but it reached a broker
+                # of this cluster, which is all an any-node request needs: it serves those
+                # until a broker connection can, and is closed as soon as it is quiet and not
+                # needed (before a broker dial, so it never adds to the peak). Closing it now
+                # would cost a dial for the very next Metadata request.
                 continue
             self._retire_connection(conn, CloseReason.NOT_ADOPTED)
+
+    def _candidate(self, conn: Connection, md: ClusterMetadata) -> int | None:
+        """The broker to ask a bootstrap connection's peer about: the one broker metadata
+        places at its host:port, if its broker answers the check and that broker has no
+        connection of its own yet."""
+        ids = md.ids_at(conn.key.endpoint)
+        if not conn.checks_identity or md.cluster_id is None or len(ids) != 1:
+            return None
+        (only,) = ids
+        if self.table.live_for_node(BrokerNode(only), Purpose.DATA) is not None:
+            return None
+        return only
+
+    def _check_in_flight(self, broker_id: int) -> bool:
+        conn = self._checks.get(broker_id)
+        if conn is not None and conn.checking == broker_id and conn.state is ConnState.READY:
+            return True
+        self._checks.pop(broker_id, None)
+        return False
+
+    def on_identity_checked(self, conn: Connection, broker_id: int, answer: IdentityAnswer) -> None:
+        """Rule (c), the answer: adopt the socket as the broker's if it confirmed and
+        metadata still places the broker there alone; close it otherwise."""
+        self._checks.pop(broker_id, None)
+        md = self.metadata
+        if (
+            answer is IdentityAnswer.CONFIRMED
+            and conn.state is ConnState.READY
+            and md is not None
+            and md.ids_at(conn.key.endpoint) == frozenset({broker_id})
+        ):
+            purpose = self._adopted_purpose(broker_id)
+            new_key = ConnectionKey(conn.key.endpoint, BrokerNode(broker_id), purpose)
+            if self.table.live(new_key) is None:
+                self.adopt(conn, new_key)
+                return
+        if answer is not IdentityAnswer.CONFIRMED:
+            self._retire_connection(conn, CloseReason.IDENTITY_REJECTED)
+
+    def _adopted_purpose(self, broker_id: int) -> Purpose:
+        """A confirmed bootstrap socket becomes the broker's data connection, or its
+        coordination connection when the broker is only the consumer's group coordinator."""
+        wanted = self._coordinators_by_purpose()
+        if broker_id in wanted[Purpose.COORDINATION] and broker_id not in self._leaders_in_use():
+            return Purpose.COORDINATION
+        return Purpose.DATA
 
     def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
         """Rule (h2): a failed or empty lookup changes nothing; a READY or DRAINING
@@ -249,15 +314,10 @@ class ProposedPolicy(Policy):
                     self._stale_marks.add(conn.conn_id)
 
     def _identity(self, conn: Connection, md: ClusterMetadata) -> int | None:
-        """The broker a bootstrap connection may be adopted as, or None.
-
-        A confirmed id counts when metadata places that broker at the socket's host:port.
-        Without one, only ``adopt_unverified`` trusts a host:port metadata gives to exactly
-        one broker -- which a proxy that remapped the address since the dial defeats.
-        """
+        """The broker a bootstrap connection that cannot be asked may be adopted as: only with
+        ``adopt_unverified``, the one broker metadata places at its host:port -- which a
+        proxy that remapped the address since the dial defeats (see the safety note)."""
         ids = md.ids_at(conn.key.endpoint)
-        if conn.confirmed_id is not None:
-            return conn.confirmed_id if conn.confirmed_id in ids else None
         if self.config.adopt_unverified and len(ids) == 1:
             (only,) = ids
             return only
@@ -289,7 +349,7 @@ class ProposedPolicy(Policy):
         """Whether the connection's role keeps it open (busy connections are never closed
         either, but a busy connection whose role is over still lingers)."""
         if conn.role is Role.BOOTSTRAP:
-            return self.metadata is None
+            return self.metadata is None or conn.checking is not None
         broker_id = conn.key.broker_id
         assert broker_id is not None
         version, wanted = self._coordinator_needs
@@ -390,6 +450,7 @@ class ProposedPolicy(Policy):
                     other.role is Role.BOOTSTRAP
                     and other.state is ConnState.READY
                     and not other.busy
+                    and other.checking is None
                 ):
                     self.close(other, CloseReason.NOT_ADOPTED)
         if self._has_room() or self._make_room():

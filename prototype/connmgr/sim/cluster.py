@@ -66,8 +66,8 @@ class ClusterModel:
     broker_idle_ms: int | None = 600_000
     """The brokers' own ``connections.max.idle.ms`` (None: never reap)."""
     confirms_identity: bool = False
-    """Brokers confirm their id on each new connection (an identity check this
-    proposal would add to the protocol); no release does."""
+    """Brokers answer KIP-1242's identity check (``ApiVersions`` v5, Kafka 4.4+): a client
+    may ask, on a connection, whether its broker is node X of this cluster."""
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     dns: dict[str, str | None] = field(default_factory=dict)
     """Host name -> the address it resolves to now (None: no record). A host not listed is

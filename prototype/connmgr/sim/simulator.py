@@ -30,6 +30,8 @@ from connmgr.core.events import (
     CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
+    IdentityAnswer,
+    IdentityChecked,
     InterestChanged,
     MetadataReceived,
     ResponseReceived,
@@ -101,6 +103,8 @@ class Simulator:
         self.conn_records: list[ConnRecord] = []
         self._pump = EventPump(policy, self, lambda: self.now)
         self.misrouted = 0
+        self.identity_rejected = 0
+        """Identity checks a broker answered "not me" (KIP-1242): dials and bootstrap sockets."""
         self._metadata_answers = 0
         self.client_closed = False
         """The client closed before the run's end (a short-lived client)."""
@@ -292,18 +296,46 @@ class Simulator:
         if not conn.open:
             return
         if ok and conn.backend is not None and self.cluster.brokers[conn.backend].up:
+            checks = self.cluster.confirms_identity
+            asked = conn.key.broker_id if self.policy.checks_dialled_identity else None
+            if checks and asked is not None and asked != conn.backend:
+                # The dial's own handshake asked "are you `asked`?": another broker said no.
+                self.identity_rejected += 1
+                self._connect_failed(conn, CloseReason.IDENTITY_REJECTED.value)
+                return
             conn.ready = True
             conn.last_active = self.now
             self.ledger.established(self.now, conn.conn_id)
             self._schedule_reap(conn)
-            confirmed = conn.backend if self.cluster.confirms_identity else None
-            self.deliver(ConnectionEstablished(conn.conn_id, confirmed, conn.address))
+            confirmed = asked if checks else None
+            self.deliver(ConnectionEstablished(conn.conn_id, confirmed, conn.address, checks))
         else:
-            conn.open = False
-            conn.record.closed_ms = self.now
-            self.ledger.failed(self.now, conn.conn_id)
-            self.deliver(ConnectionFailed(conn.conn_id))
-            self.client.metadata_stale()
+            self._connect_failed(conn, "")
+
+    def _connect_failed(self, conn: SimConn, reason: str) -> None:
+        conn.open = False
+        conn.record.closed_ms = self.now
+        self.ledger.failed(self.now, conn.conn_id, reason)
+        self.deliver(ConnectionFailed(conn.conn_id))
+        self.client.metadata_stale()
+
+    def check_identity(self, conn_id: int, broker_id: int, cluster_id: str) -> None:
+        """The broker on ``conn_id`` answers whether it is ``broker_id`` of ``cluster_id``
+        after one round trip (``ApiVersions`` v5 on a ready connection)."""
+        conn = self._conns[conn_id]
+        backend = conn.backend
+        assert backend is not None
+        same = backend == broker_id and cluster_id == self.cluster.cluster_id
+        answer = IdentityAnswer.CONFIRMED if same else IdentityAnswer.REJECTED
+        delay = max(MIN_LATENCY_MS, self.cluster.rtt(backend))
+        self.at(self.now + delay, lambda: self._identity_answer(conn, broker_id, answer))
+
+    def _identity_answer(self, conn: SimConn, broker_id: int, answer: IdentityAnswer) -> None:
+        if not conn.open or conn.conn_id in self._severed:
+            return  # the connection went away first: the policy heard of that instead
+        if answer is IdentityAnswer.REJECTED:
+            self.identity_rejected += 1
+        self.deliver(IdentityChecked(conn.conn_id, broker_id, answer))
 
     def lease(self, conn_id: int, request_id: int) -> None:
         rid = request_id

@@ -8,7 +8,7 @@ only through the calls a real client makes -- ``acquire`` for a request, ``done`
 answer, the dialler's outcome for a connection, a connection's ``on_close`` -- on a clock
 and a dialler the script controls.
 
-How each of the contract's 16 event kinds reaches the policy in the replay:
+How each of the contract's 17 event kinds reaches the policy in the replay:
 
 * **Made by the driver, from what the policy asked.** ``TimePassed``: the driver's timer,
   armed by the policy's ``WakeAt`` (:meth:`ScriptedDriver.wake_at`), fires when the script's
@@ -21,8 +21,10 @@ How each of the contract's 16 event kinds reaches the policy in the replay:
   ``MetadataReceived`` and ``ResponseReceived`` (``done``; the metadata is the broker's
   answer, from the recording), ``RequestFailed`` and ``RequestWithdrawn`` (``failed`` /
   ``withdraw``, or a lease that finds nobody waiting), ``ConnectionEstablished`` and
-  ``ConnectionFailed`` (the dial's outcome), ``ConnectionClosedByPeer`` (the connection's
-  ``on_close``), ``ClientClosed`` (``aclose``).
+  ``ConnectionFailed`` (the dial's outcome; a connection whose recorded broker answers
+  KIP-1242's check lists ``ApiVersions`` v5), ``IdentityChecked`` (the broker's answer to
+  the check the driver sent), ``ConnectionClosedByPeer`` (the connection's ``on_close``),
+  ``ClientClosed`` (``aclose``).
 * **Fed as recorded** (:data:`FED_AS_RECORDED`; the recorded object itself): what only the
   world outside the driver says, and a real client feeds through ``PolicyDriver.feed`` as
   it is -- ``CoordinatorLost`` (the client's coordinator lookup after NOT_COORDINATOR),
@@ -41,7 +43,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connmgr.aio.driver import Leased, PolicyDriver
+from connmgr.aio.driver import Identity, Leased, PolicyDriver
+from connmgr.aio.identity import (
+    API_VERSIONS_KEY,
+    CHECK_VERSION,
+    REBOOTSTRAP_REQUIRED,
+    IdentityCheckRequest,
+)
 from connmgr.core.actions import Action
 from connmgr.core.events import (
     AnyNodeRequestNeeded,
@@ -54,6 +62,8 @@ from connmgr.core.events import (
     CoordinatorLost,
     CoordinatorRequestNeeded,
     Event,
+    IdentityAnswer,
+    IdentityChecked,
     InterestChanged,
     MetadataReceived,
     RequestFailed,
@@ -96,14 +106,20 @@ def record(policy: Policy) -> list[Step]:
 
 
 class FakeConnection:
-    """The part of an aiokafka connection the driver touches; closing it is recorded."""
+    """The part of an aiokafka connection the driver touches; closing it is recorded. The
+    only request written on it is an identity check, answered when the replay says."""
 
-    def __init__(self, on_close: Callable[[Any, Any], None]) -> None:
+    def __init__(self, on_close: Callable[[Any, Any], None], checks: bool = False) -> None:
         self.on_close = on_close
         self.open = True
+        self._versions = {API_VERSIONS_KEY: (0, CHECK_VERSION)} if checks else {}
+        self.check: asyncio.Future[Any] | None = None
 
     def send(self, request: Any, expect_response: bool = True) -> Any:
-        raise AssertionError("the replay never writes on a connection")
+        if not isinstance(request, IdentityCheckRequest) or self.check is not None:
+            raise AssertionError(f"the replay writes no {request!r} on a connection")
+        self.check = asyncio.get_running_loop().create_future()
+        return self.check
 
     def close(self, reason: Any = None, exc: BaseException | None = None) -> None:
         self.open = False
@@ -179,7 +195,9 @@ class AioReplay:
         await asyncio.gather(*self.acquired.values(), return_exceptions=True)
         return seen
 
-    async def _dial(self, key: ConnectionKey, on_close: Callable[[Any, Any], None]) -> Any:
+    async def _dial(
+        self, key: ConnectionKey, on_close: Callable[[Any, Any], None], identity: Identity | None
+    ) -> Any:
         # A policy has at most one live connection per key: the key names the dial.
         future: asyncio.Future[FakeConnection] = asyncio.get_running_loop().create_future()
         self.dials[key] = future
@@ -211,9 +229,14 @@ class AioReplay:
             lease = self.acquired.pop(event.request_id).result()
             (driver.failed if isinstance(event, RequestFailed) else driver.withdraw)(lease)
         elif isinstance(event, ConnectionEstablished):
-            conn = FakeConnection(lambda c, r: None)
+            conn = FakeConnection(lambda c, r: None, event.checks_identity)
             self.conns[event.conn_id] = conn
             self._dial_of(event.conn_id).set_result(conn)
+        elif isinstance(event, IdentityChecked):
+            check = self.conns[event.conn_id].check
+            assert check is not None, f"{event!r}: the driver sent no check"
+            confirmed = event.answer is IdentityAnswer.CONFIRMED
+            check.set_result(_ApiVersionsAnswer(0 if confirmed else REBOOTSTRAP_REQUIRED))
         elif isinstance(event, ConnectionFailed):
             self._dial_of(event.conn_id).set_exception(OSError("refused (scripted)"))
         elif isinstance(event, ConnectionClosedByPeer):
@@ -226,6 +249,11 @@ class AioReplay:
             driver.feed(event)  # the client feeds these as they are
         else:
             raise AssertionError(f"no way to make {event!r} happen to the aio driver")
+
+
+@dataclass(frozen=True)
+class _ApiVersionsAnswer:
+    error_code: int
 
 
 def _end_of_run_tick(steps: list[Step], index: int) -> bool:
