@@ -10,8 +10,9 @@ ledgers they write are compared too).
 
 Left out, because the contract says they differ: a connection the peer closes (the aio
 driver fails the requests leased on it to their callers first, ``RequestFailed``; the
-simulator's client models never see the failure and the policy re-places them), and broker
-identity confirmation (no Kafka release can confirm it, so the aio driver never reports one).
+simulator's client models never see the failure and the policy re-places them). Brokers that
+answer KIP-1242's identity check are the last test's: the same comparison, in a world where
+the bootstrap socket is asked and adopted and every dial for a known node confirms it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from connmgr.core.events import (
     ConnectionClosedByPeer,
     ConnectionEstablished,
     CoordinatorLost,
+    IdentityChecked,
     InterestChanged,
     TimePassed,
 )
@@ -50,8 +52,11 @@ SCRIPTS = {
 }
 
 
-def simulated(scenario: str, policy: str) -> tuple[list[Step], RunResult, Policy]:
+def simulated(
+    scenario: str, policy: str, *, checks: bool = False
+) -> tuple[list[Step], RunResult, Policy]:
     spec, settings, seed = prepare(scenario, SCRIPTS[scenario])
+    spec.cluster.confirms_identity = checks
     sim = build_simulator(spec, policy, settings, seed)
     steps = record(sim.policy)
     result = sim.run()
@@ -66,8 +71,24 @@ WORLD = (CoordinatorLost, InterestChanged)
 @pytest.mark.parametrize("scenario", SCRIPTS)
 def test_the_aio_driver_feeds_what_the_simulator_feeds(scenario: str, policy: str) -> None:
     steps, result, fresh = simulated(scenario, policy)
-    assert not any(isinstance(e, ConnectionClosedByPeer) for _, e, _ in steps), "see docstring"
     assert not any(isinstance(e, ConnectionEstablished) and e.node_id for _, e, _ in steps)
+    assert_same_feed(steps, result, fresh)
+
+
+@pytest.mark.parametrize("scenario", ["seed-producer", "seed-consumer", "big-consumer"])
+def test_with_brokers_that_answer_identity_checks_the_drivers_still_agree(scenario: str) -> None:
+    """KIP-1242's world: the drop-in's bootstrap socket is asked and adopted, its dials for
+    known nodes confirm them; the aio driver sends the check and feeds the answer."""
+    steps, result, fresh = simulated(scenario, "proposed", checks=True)
+    assert [type(e) for _, e, _ in steps].count(IdentityChecked) == 1
+    confirmed = [e.node_id for _, e, _ in steps if isinstance(e, ConnectionEstablished)]
+    assert confirmed[0] is None and None not in confirmed[1:]  # bootstrap, then known nodes
+    assert result.ledger.count(ConnEvent.ADOPTED) == 1
+    assert_same_feed(steps, result, fresh)
+
+
+def assert_same_feed(steps: list[Step], result: RunResult, fresh: Policy) -> None:
+    assert not any(isinstance(e, ConnectionClosedByPeer) for _, e, _ in steps), "see docstring"
     replay = AioReplay(fresh)
     seen = asyncio.run(replay.run(steps))
     for number, (expected, got) in enumerate(zip(steps, seen, strict=False)):
