@@ -206,15 +206,24 @@ class _RawConnection:
 
 
 def test_a_4_3_1_broker_lists_api_versions_only_up_to_v4() -> None:
+    """So :func:`answers_identity_check` is False there; and a v5 sent anyway is refused as
+    an unknown version (35, in the v0 layout every broker can answer), never as a 129."""
     with KafkaCluster(brokers=1, version="4.3.1") as old:
+        host, port = old.endpoints()[1]
+        assert old.cluster_id is not None
 
-        async def main() -> tuple[tuple[int, int], bool]:
+        async def main() -> tuple[tuple[int, int], bool, bytes]:
             async with _connected(old, "PLAINTEXT", 1) as conn:
-                return conn._versions[API_VERSIONS_KEY], answers_identity_check(conn)
+                span, answers = conn._versions[API_VERSIONS_KEY], answers_identity_check(conn)
+            async with _RawConnection.open(host, port) as raw:
+                # The right cluster, another node: a 4.4 broker would reject it.
+                return span, answers, await raw.check(old.cluster_id, 2)
 
-        span, answers = _run(main)
+        span, answers, refused = _run(main)
     assert span == (0, 4)
     assert answers is False
+    # UNSUPPORTED_VERSION (int16 35), an int32-counted array of one: ApiVersions 0..4.
+    assert refused == bytes.fromhex("002300000001001200000004")
 
 
 # -- after authentication: aiokafka's connection and connmgr.aio.identity ------------------------
