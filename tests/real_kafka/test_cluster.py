@@ -11,6 +11,7 @@ import asyncio
 import collections
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +34,13 @@ from connmgr.realkafka import (
     MissingTool,
     RealKafkaError,
     java_string_hash,
+    kafka_version,
     offsets_partition_for,
     process,
     resolve_broker_classpath,
 )
 from connmgr.realkafka import cluster as cluster_module
+from connmgr.realkafka.classpath import LOG4J_VERSIONS
 from connmgr.realkafka.cli import cluster_command, parse_broker_config
 
 from .conftest import java_children
@@ -379,13 +382,16 @@ def test_missing_maven_names_what_to_install(
         KafkaCluster(1).start()
 
 
-def _pom(tmp_path: Path, version: str, packaging: str = "pom") -> Path:
+def _pom(
+    tmp_path: Path, version: str, packaging: str = "pom", log4j: str = LOG4J_VERSIONS[KAFKA_VERSION]
+) -> Path:
     pom = tmp_path / "pom.xml"
     pom.write_text(
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         "<groupId>t</groupId><artifactId>t</artifactId><version>1</version>"
         f"<packaging>{packaging}</packaging>"
-        f"<properties><kafka.version>{version}</kafka.version></properties></project>",
+        f"<properties><kafka.version>{version}</kafka.version>"
+        f"<log4j.version>{log4j}</log4j.version></properties></project>",
         encoding="utf-8",
     )
     return pom
@@ -397,6 +403,10 @@ def test_maven_failure_and_version_mismatch_are_reported(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(RealKafkaError, match=r"pins kafka\.version='0\.1' but"):
         resolve_broker_classpath(pom=_pom(tmp_path, "0.1"))
+    # The pom pins the default release's own log4j, so Maven run on it by hand binds right.
+    needs = rf"pins log4j\.version='2\.0' but Kafka {re.escape(KAFKA_VERSION)} needs"
+    with pytest.raises(RealKafkaError, match=needs):
+        resolve_broker_classpath(pom=_pom(tmp_path, KAFKA_VERSION, log4j="2.0"))
     # An unknown packaging fails inside Maven at once, without touching the network.
     with pytest.raises(RealKafkaError, match=r"Maven failed \(exit 1\)(.|\n)*bogus"):
         resolve_broker_classpath(pom=_pom(tmp_path, KAFKA_VERSION, packaging="bogus"))
@@ -407,7 +417,7 @@ def test_classpath_is_cached_by_pom_hash() -> None:
     first = resolve_broker_classpath()
     cached = time.monotonic() - t
     print(f"\ncached classpath read in {cached * 1000:.1f}ms ({len(first)} jars)")
-    assert Path(first[0]).name == f"kafka_2.13-{KAFKA_VERSION}.jar"
+    assert Path(first[0]).name == f"kafka_2.13-{kafka_version()}.jar"
     assert resolve_broker_classpath() == first
     assert any(Path(e).name.startswith("log4j-slf4j-impl") for e in first)
     assert cached < 1.0  # read from the cache: no Maven run
@@ -509,7 +519,7 @@ def test_cli_starts_creates_topics_and_tears_down(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     print(f"\n{out}cli round trip {time.monotonic() - t:.2f}s")
     assert "bootstrap servers: 127.0.0.1:" in out
-    assert f"started 1 Kafka {KAFKA_VERSION} brokers in" in out
+    assert f"started 1 Kafka {kafka_version()} brokers in" in out
     assert "topic t: partition leaders {0: 1, 1: 1}" in out
     assert "stopped in" in out
 
@@ -532,6 +542,7 @@ def test_cli_usage_errors_return_2(capsys: pytest.CaptureFixture[str]) -> None:
     help_text = capsys.readouterr().out
     assert "--topic NAME=LEADER,LEADER,..." in help_text
     assert "--broker-config KEY=VALUE" in help_text
+    assert "--kafka-version X.Y.Z" in help_text
 
 
 def test_broker_config_reaches_every_nodes_properties() -> None:

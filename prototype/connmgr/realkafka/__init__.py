@@ -1,10 +1,13 @@
 """A real Apache Kafka cluster (KRaft, combined broker+controller nodes) on 127.0.0.1, for tests.
 
-The broker is the pinned :data:`KAFKA_VERSION` of ``org.apache.kafka:kafka_2.13``, fetched by
-Maven through the tiny module ``benchmarks/kafka-broker/pom.xml``: the jars live in Maven's
-local repository (``~/.m2``), and the resolved classpath is cached per pom content under
-``$XDG_CACHE_HOME/connmgr/kafka-broker/<version>/`` (default ``~/.cache/...``). Nothing is
-downloaded into the source tree.
+The broker is ``org.apache.kafka:kafka_2.13`` at one of :data:`KAFKA_VERSIONS`: by default
+:data:`KAFKA_VERSION` (4.4.0, which answers KIP-1242's identity check); 4.3.1 stays runnable for
+comparison, chosen with ``KafkaCluster(version=...)``, ``connmgr cluster --kafka-version`` or
+the environment variable ``CONNMGR_KAFKA_VERSION`` (read by :func:`kafka_version` only). It is
+fetched by Maven through the tiny module ``benchmarks/kafka-broker/pom.xml``: the jars live in
+Maven's local repository (``~/.m2``), and the resolved classpath is cached per release and pom
+content under ``$XDG_CACHE_HOME/connmgr/kafka-broker/<version>/`` (default ``~/.cache/...``).
+Nothing is downloaded into the source tree.
 
 :class:`KafkaCluster` formats one temporary data directory per node with Kafka's own
 ``kafka.tools.StorageTool`` (static quorum: every node lists all controllers in
@@ -42,13 +45,17 @@ The rooms, each importing only those above it:
   and moving one to new client ports (:meth:`KafkaCluster.move_broker`);
 * :mod:`~connmgr.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
 * :mod:`~connmgr.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
-* :mod:`~connmgr.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI).
+* :mod:`~connmgr.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI; also
+  ``python -m connmgr.realkafka``).
 """
 
 from connmgr.realkafka.classpath import (
     KAFKA_VERSION,
+    KAFKA_VERSION_ENV,
+    KAFKA_VERSIONS,
     broker_cache_dir,
     default_pom,
+    kafka_version,
     resolve_broker_classpath,
 )
 from connmgr.realkafka.cluster import KafkaCluster
@@ -63,6 +70,8 @@ from connmgr.realkafka.placement import (
 
 __all__ = [
     "KAFKA_VERSION",
+    "KAFKA_VERSIONS",
+    "KAFKA_VERSION_ENV",
     "TRANSACTION_STATE_TOPIC",
     "BrokerMove",
     "CoordinatorKind",
@@ -72,6 +81,7 @@ __all__ = [
     "broker_cache_dir",
     "default_pom",
     "java_string_hash",
+    "kafka_version",
     "offsets_partition_for",
     "resolve_broker_classpath",
 ]

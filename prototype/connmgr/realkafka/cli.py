@@ -1,7 +1,7 @@
 """``connmgr cluster``: start a real Kafka cluster on 127.0.0.1, shape it, hold it, tear it down.
 
 Standalone-callable (:func:`cluster_command` has its own parser), so the main ``connmgr`` CLI
-only has to hand it the arguments after ``cluster``.
+only has to hand it the arguments after ``cluster``; ``python -m connmgr.realkafka`` runs it too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import NoReturn, TextIO
 
-from connmgr.realkafka import KAFKA_VERSION, KafkaCluster, RealKafkaError
+from connmgr.realkafka import (
+    KAFKA_VERSION,
+    KAFKA_VERSION_ENV,
+    KAFKA_VERSIONS,
+    KafkaCluster,
+    RealKafkaError,
+)
 
 __all__ = ["cluster_command", "parse_broker_config", "parse_topic_spec"]
 
@@ -79,7 +85,7 @@ def _parser() -> _Parser:
     parser = _Parser(
         prog="connmgr cluster",
         description=(
-            f"Start a real Apache Kafka {KAFKA_VERSION} cluster (KRaft, combined "
+            "Start a real Apache Kafka cluster (KRaft, combined "
             "broker+controller nodes with ids 1..N) on 127.0.0.1, create the topics asked for "
             "with the partition leaders asked for, print the bootstrap servers and how long "
             "start-up took, hold it for --hold seconds (or until Ctrl-C), then stop every "
@@ -111,6 +117,17 @@ def _parser() -> _Parser:
         help=(
             "set a server.properties entry on every node, applied after the defaults "
             "(repeatable), e.g. --broker-config num.partitions=2"
+        ),
+    )
+    parser.add_argument(
+        "--kafka-version",
+        dest="kafka_version",
+        default=None,
+        metavar="X.Y.Z",
+        help=(
+            f"the Kafka broker release, one of {', '.join(KAFKA_VERSIONS)} (default: "
+            f"${KAFKA_VERSION_ENV} if set, else {KAFKA_VERSION}; 4.4.0 answers KIP-1242's "
+            "identity check, 4.3.1 is kept for comparison)"
         ),
     )
     parser.add_argument(
@@ -183,7 +200,9 @@ def cluster_command(args: Sequence[str], *, out: TextIO | None = None) -> int:
         return _fail(f"--timeout must be > 0, got {options.timeout}")
     try:
         properties = parse_broker_config(options.broker_config)
-        cluster = KafkaCluster(options.brokers, properties=properties)
+        cluster = KafkaCluster(
+            options.brokers, properties=properties, version=options.kafka_version
+        )
         topics = [parse_topic_spec(spec, cluster.broker_ids) for spec in options.topics]
     except (RealKafkaError, ValueError) as exc:
         return _fail(str(exc))
@@ -225,7 +244,7 @@ def _report_start(out: TextIO, cluster: KafkaCluster) -> None:
     _say(out, f"bootstrap servers: {cluster.bootstrap_servers}")
     _say(
         out,
-        f"started {len(cluster.broker_ids)} Kafka {KAFKA_VERSION} brokers in "
+        f"started {len(cluster.broker_ids)} Kafka {cluster.version} brokers in "
         f"{cluster.start_seconds or 0.0:.1f}s ({phases})",
     )
     for broker, (host, port) in cluster.endpoints().items():

@@ -24,7 +24,7 @@ from typing import Self
 
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-from connmgr.realkafka.classpath import KAFKA_VERSION, require_java, resolve_broker_classpath
+from connmgr.realkafka.classpath import kafka_version, require_java, resolve_broker_classpath
 from connmgr.realkafka.coordinators import CoordinatorAdmin
 from connmgr.realkafka.errors import PortTaken, RealKafkaError
 from connmgr.realkafka.move import Address, BrokerMoves
@@ -79,6 +79,10 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
             Off by default; the PLAINTEXT listener and its ports are the same either way.
         jmx: give every node's JVM a remote JMX port on 127.0.0.1, without authentication
             or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr.java.jmx`). Off by default.
+        version: the Kafka release, one of :data:`~connmgr.realkafka.KAFKA_VERSIONS`; None
+            (the default) is ``$CONNMGR_KAFKA_VERSION`` if set, else
+            :data:`~connmgr.realkafka.KAFKA_VERSION` (:func:`~connmgr.realkafka.kafka_version`).
+            An unsupported one raises :class:`RealKafkaError` here, before anything starts.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and
     :meth:`stop`. Thread-safe: start, stop and broker restarts serialise on a lock; the query
@@ -99,7 +103,10 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
         keep_workdir: bool = False,
         security: bool = False,
         jmx: bool = False,
+        version: str | None = None,
     ) -> None:
+        self.version = kafka_version(version)
+        """The Kafka release this cluster runs."""
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise RealKafkaError(f"brokers must be an int in 1..9, got {brokers!r}")
         if not isinstance(heap_mb, int) or heap_mb < 128:
@@ -156,7 +163,7 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
             began = time.monotonic()
             try:
                 java = self._java = require_java()
-                classpath = self._classpath = resolve_broker_classpath()
+                classpath = self._classpath = resolve_broker_classpath(version=self.version)
                 self.timings["classpath"] = time.monotonic() - began
                 reap_orphans(Path(tempfile.gettempdir()))
                 deadline = time.monotonic() + timeout_s
@@ -211,7 +218,7 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
         took = f" started_in={self.start_seconds:.1f}s" if self.start_seconds is not None else ""
         return (
             f"KafkaCluster(brokers={self._broker_count}, state={self._state}, "
-            f"kafka={KAFKA_VERSION}{where}{took})"
+            f"kafka={self.version}{where}{took})"
         )
 
     def _launch(self, java: str, classpath: list[str], deadline: float) -> None:
