@@ -132,7 +132,7 @@ def test_a_wrong_scram_password_fails_with_aiokafkas_error_for_both(
 
 
 def test_the_forwarders_inject_at_least_the_rtt(secure_cluster: KafkaCluster) -> None:
-    # PLAINTEXT through its (unadvertised) forwarder: create_conn's one exchange after the
+    # PLAINTEXT through the CLIENT listener's forwarder: create_conn's one exchange after the
     # TCP connect is ApiVersions, one round trip.
     host, port = secure_cluster.secure.access("PLAINTEXT").addresses()[0]
 

@@ -101,27 +101,29 @@ class IdentityCensus:
     carried a cluster id and node id (KIP-1242's check) or not."""
 
     client: str
-    checked: tuple[int, ...]
-    """Node ids of the requests that carried both fields."""
-    unchecked: tuple[int, ...]
-    """Node ids of the requests that carried neither (``clusterId=null, nodeId=-1``)."""
+    checked: tuple[str, ...]
+    """Connection ids (NetworkClient's node strings: ``2``, ``+3`` for a coordinator
+    connection) of the requests that carried both fields."""
+    unchecked: tuple[str, ...]
+    """Those of the requests that carried neither (``clusterId=null, nodeId=-1``): ``-1``,
+    ``-2``, ... are bootstrap connections."""
 
 
 _API_VERSIONS: Final = re.compile(
-    r"Sending API_VERSIONS request .* to node (-?\d+): .*clusterId=([^,)]*), nodeId=(-?\d+)"
+    r"Sending API_VERSIONS request .* to node ([+-]?\d+): .*clusterId=([^,)]*), nodeId=(-?\d+)"
 )
 
 
 def identity_census(client: str, log: Path) -> IdentityCensus:
     """What a Java client's NetworkClient log (DEBUG or finer) says of its ``ApiVersions``
     requests: the nodes asked with a cluster id and node id, and those asked without."""
-    checked: list[int] = []
-    unchecked: list[int] = []
+    checked: list[str] = []
+    unchecked: list[str] = []
     for line in log.read_text(errors="replace").splitlines():
         match = _API_VERSIONS.search(line)
         if match is None:
             continue
-        node, cluster_id, node_id = int(match[1]), match[2], int(match[3])
+        node, cluster_id, node_id = match[1], match[2], int(match[3])
         (unchecked if cluster_id == "null" and node_id == -1 else checked).append(node)
     return IdentityCensus(client, tuple(checked), tuple(unchecked))
 
@@ -199,25 +201,50 @@ async def _consumer_start(
 # --- the measurement ------------------------------------------------------------------------
 
 
+def _admin_census(access: ListenerAccess, logs: Path) -> IdentityCensus:
+    """Which ``ApiVersions`` requests kafka-clients' admin client sends with a cluster id and
+    node id: it asks describeCluster and listTopics of a broker it learnt from metadata."""
+    from connmgr.java import build_probe, kernel_sampler, run_probe
+
+    log = logs / f"java-admin-{access.protocol}.log"
+    run_probe(
+        build_probe(JAVA_VERSION),
+        client="admin",
+        bootstrap=access.bootstrap_servers,
+        topic="unused",
+        partitions=1,
+        records=0,
+        settle_ms=1000,
+        life_every_ms=200,
+        extra=access.java_properties(),
+        sample=kernel_sampler(access.addresses()),
+        log_path=log,
+        log_level="DEBUG",
+    )
+    return identity_census(f"java admin ({access.protocol})", log)
+
+
 def _python_start(
     cluster: KafkaCluster,
     access: ListenerAccess,
-    names: tuple[str, str],
+    names: tuple[tuple[str, str], str],
     point: tuple[str, float, str, str, int],
 ) -> Start:
     protocol, rtt, scenario, client, round_ = point
-    topic, group_prefix = names
-    before = cluster.accepted(access)
+    topics, group_prefix = names
+    before = cluster.secure.accepted(access)
     if scenario == "seed-producer":
-        outcome = asyncio.run(_producer_start(client, access, topic))
+        outcome = asyncio.run(_producer_start(client, access, topics[0]))
     else:
-        group = cluster.group_for_coordinator(_COORDINATOR, prefix=f"{group_prefix}-{round_}")
-        outcome = asyncio.run(_consumer_start(client, access, topic, group, 60.0))
+        # A group of its own for every start: it reads the fixture from the start.
+        prefix = f"{group_prefix}-{client}-{round_}"
+        group = cluster.group_for_coordinator(_COORDINATOR, prefix=prefix)
+        outcome = asyncio.run(_consumer_start(client, access, topics[1], group, 60.0))
     first, steady, records, through, handle = outcome
     dials = adopted = rejected = None
     if client == "proposed":
         dials, adopted, rejected = _ledger_counts(handle)
-    opened = cluster.accepted(access) - before
+    opened = cluster.secure.accepted(access) - before
     return Start(
         protocol,
         rtt,
@@ -238,15 +265,16 @@ def _python_start(
 def _java_start(
     cluster: KafkaCluster,
     access: ListenerAccess,
-    names: tuple[str, str],
+    names: tuple[tuple[str, str], str],
     point: tuple[str, float, str, str, int],
     logs: Path,
 ) -> tuple[Start, IdentityCensus]:
     from connmgr.java import build_probe, kernel_sampler, run_probe
 
     protocol, rtt, scenario, _, round_ = point
-    topic, group_prefix = names
+    topics, group_prefix = names
     producer = scenario == "seed-producer"
+    topic = topics[0] if producer else topics[1]
     group = (
         None
         if producer
@@ -254,7 +282,7 @@ def _java_start(
     )
     records = len(_LEADER_ORDER) if producer else RECORDS_PER_PARTITION * len(_LEADER_ORDER)
     log = logs / f"java-{scenario}-{protocol}-{rtt:g}ms-{round_}.log"
-    before = cluster.accepted(access)
+    before = cluster.secure.accepted(access)
     run = run_probe(
         build_probe(JAVA_VERSION),
         client="producer" if producer else "consumer",
@@ -269,7 +297,7 @@ def _java_start(
         log_path=log,
         log_level="DEBUG",
     )
-    opened = cluster.accepted(access) - before
+    opened = cluster.secure.accepted(access) - before
     first = run.steady.raw.get("ttfa_ms" if producer else "ttfc_ms")
     start = Start(
         protocol,
@@ -283,7 +311,7 @@ def _java_start(
         records,
         records,
     )
-    return start, identity_census(f"java {scenario}", log)
+    return start, identity_census(f"java {scenario} ({protocol}, {rtt:g} ms)", log)
 
 
 def measure(
@@ -308,15 +336,19 @@ def measure(
     stamp = int(time.time())
     try:
         for protocol in protocols:
-            access = cluster.access(protocol)  # type: ignore[arg-type]
-            topic = f"adopt-{protocol.lower().replace('_', '-')}"
-            if not cluster.leaders(topic):
+            access = cluster.secure.access(protocol)  # type: ignore[arg-type]
+            # The producers' topic, and the consumers' (its fixture only, read by each).
+            name = f"adopt-{protocol.lower().replace('_', '-')}-{stamp}"
+            topics = (f"{name}-p", f"{name}-c")
+            for topic in topics:
                 cluster.create_topic_with_leaders(topic, list(_LEADER_ORDER))
-                _fill(access, topic)
+            _fill(access, topics[1])
+            if java_rounds:
+                census.append(_admin_census(access, logs))
             for rtt in rtts_ms:
                 cluster.set_rtt(rtt)
                 for scenario in scenarios:
-                    names = (topic, f"adopt-{protocol.lower()}-{rtt:g}-{stamp}")
+                    names = (topics, f"{name}-{rtt:g}")
                     for round_ in range(rounds):
                         pair = ("aiokafka", "proposed")
                         for client in pair if round_ % 2 == 0 else pair[::-1]:

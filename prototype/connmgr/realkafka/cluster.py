@@ -240,7 +240,7 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
             # Ports of their own, reserved after the PLAINTEXT and controller ones so those
             # are drawn exactly as without security.
             secure = SecureTier.create(
-                workdir / "tls", self._nodes, reserve_ports(2 * self._broker_count)
+                workdir / "tls", self._nodes, reserve_ports(3 * self._broker_count)
             )
             self._resources.closers.append(secure.close)
             self._secure = secure
@@ -291,13 +291,13 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
         write_owner(self._resources.workdir, self._nodes)
 
     def _relocate(self, node: Node) -> None:
-        """New client ports for ``node`` (stopped): PLAINTEXT, and SSL and SASL_SSL with
-        their forwarders on a secure cluster; its properties rewritten for them."""
+        """New client ports for ``node`` (stopped): PLAINTEXT, and SSL, SASL_SSL and CLIENT
+        with their forwarders on a secure cluster; its properties rewritten for them."""
         if self._secure is None:
             (node.port,) = reserve_ports(1)
         else:
-            node.port, ssl_port, sasl_port = reserve_ports(3)
-            self._secure.relocate(node, ssl_port, sasl_port)
+            node.port, ssl_port, sasl_port, client_port = reserve_ports(4)
+            self._secure.relocate(node, ssl_port, sasl_port, client_port)
         node.properties_file.write_text(self._server_properties(node), encoding="utf-8")
 
     def _advertised(self, broker_id: int) -> dict[str, Address]:

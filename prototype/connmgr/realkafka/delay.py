@@ -58,6 +58,8 @@ class DelayNetwork:
         """Listening port -> its forwarder's server."""
         self._relays: set[asyncio.Task[None]] = set()
         self._relays_by_port: dict[int, set[asyncio.Task[None]]] = {}
+        self._accepted: dict[int, int] = {}
+        """Listening port -> connections its forwarder has accepted (kept after unforward)."""
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -139,6 +141,11 @@ class DelayNetwork:
             raise KeyError(f"no forwarder of this network listens on port {port}")
         self._call(self._unlisten(port), 10.0)
 
+    def accepted(self, port: int) -> int:
+        """Connections the forwarder listening on ``port`` has accepted so far: every TCP
+        connection a client made to it (0 for a port it never listened on)."""
+        return self._accepted.get(port, 0)
+
     @property
     def open_relays(self) -> int:
         """Relayed connections currently open (each is a client and an upstream socket)."""
@@ -152,8 +159,11 @@ class DelayNetwork:
 
     async def _listen(self, target_host: str, target_port: int) -> int:
         relays: set[asyncio.Task[None]] = set()
+        listening: list[int] = []
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            (port,) = listening
+            self._accepted[port] = self._accepted.get(port, 0) + 1
             task = asyncio.current_task()
             assert task is not None
             self._relays.add(task)
@@ -166,6 +176,7 @@ class DelayNetwork:
 
         server = await asyncio.start_server(on_client, self._host, 0)
         port = int(server.sockets[0].getsockname()[1])
+        listening.append(port)
         self._servers[port] = server
         self._relays_by_port[port] = relays
         return port

@@ -3,8 +3,8 @@ and injected RTT, broker CPU per handshake, time to first ack per client, socket
 the calibration (:class:`~connmgr.handshake_cost.HandshakeCost`) fitted from them.
 
 Needs a cluster started with ``security=True``. Every connection measured here goes through
-the cluster's delay forwarders (:mod:`~connmgr.realkafka.delay`), PLAINTEXT included (its
-unadvertised forwarders), so the three protocols are measured alike; the forwarders add the
+the cluster's delay forwarders (:mod:`~connmgr.realkafka.delay`), PLAINTEXT included (the
+``CLIENT`` listener's), so the three protocols are measured alike; the forwarders add the
 same small relay cost to each at RTT 0.
 
 * **Handshake time** -- aiokafka's own dialler, ``aiokafka.conn.create_conn``, timed on

@@ -5,12 +5,12 @@ forwarder (:mod:`~connmgr.realkafka.delay`), and what a client needs to use them
 Per node, beside the untouched ``PLAINTEXT`` and ``CONTROLLER`` listeners:
 
 * ``SSL://127.0.0.1:<ssl>`` and ``SASL_SSL://127.0.0.1:<sasl_ssl>``, on ports of their own,
-  presenting the certificate of :mod:`~connmgr.realkafka.certificates`;
-* three forwarders: one to each secure listener -- these are what the node *advertises* for
-  ``SSL`` and ``SASL_SSL``, so every connection a client opens over them (bootstrap, and the
-  brokers Metadata names) is delayed -- and one to the ``PLAINTEXT`` listener, which is *not*
-  advertised (that listener's behaviour and ports stay exactly as without security) and serves
-  only single-connection measurements (:mod:`~connmgr.realkafka.handshakes`).
+  presenting the certificate of :mod:`~connmgr.realkafka.certificates`, and
+  ``CLIENT://127.0.0.1:<client>``, a second PLAINTEXT listener for clients;
+* three forwarders, one to each of them -- these are what the node *advertises* for ``SSL``,
+  ``SASL_SSL`` and ``CLIENT``, so every connection a client opens over them (bootstrap, and
+  the brokers Metadata names) is delayed and counted (:meth:`DelayNetwork.accepted`). The
+  ``PLAINTEXT`` listener's behaviour and ports stay exactly as without security.
 
 Inter-broker and controller traffic stays on ``PLAINTEXT`` / ``CONTROLLER``. The SCRAM user is
 created when storage is formatted (``kafka-storage format --add-scram``), so it exists before
@@ -49,16 +49,35 @@ _SCRAM_JAAS: Final = "org.apache.kafka.common.security.scram.ScramLoginModule re
 
 @dataclass(frozen=True, slots=True)
 class SecurePorts:
-    """One node's secure listener ports (``ssl``, ``sasl_ssl``: where the broker binds) and
-    its forwarders' ports (``*_proxy``: ``ssl_proxy`` and ``sasl_ssl_proxy`` are advertised;
-    ``plaintext_proxy`` leads to the PLAINTEXT listener and is not advertised)."""
+    """One node's forwarded listener ports (``ssl``, ``sasl_ssl``, ``client``: where the
+    broker binds) and its forwarders' ports (``*_proxy``: what it advertises for each)."""
 
     node_id: int
     ssl: int
     sasl_ssl: int
+    client: int
     ssl_proxy: int
     sasl_ssl_proxy: int
-    plaintext_proxy: int
+    client_proxy: int
+
+    @classmethod
+    def forwarded(
+        cls, network: DelayNetwork, node_id: int, ssl: int, sasl_ssl: int, client: int
+    ) -> SecurePorts:
+        """The ports of ``node_id``'s three listeners, each with a new forwarder."""
+        return cls(
+            node_id,
+            ssl,
+            sasl_ssl,
+            client,
+            network.forward(HOST, ssl),
+            network.forward(HOST, sasl_ssl),
+            network.forward(HOST, client),
+        )
+
+    @property
+    def proxies(self) -> tuple[int, int, int]:
+        return self.ssl_proxy, self.sasl_ssl_proxy, self.client_proxy
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,26 +159,25 @@ class SecureTier:
     def create(
         cls, directory: Path, nodes: Sequence[Node], listen_ports: Sequence[int]
     ) -> SecureTier:
-        """Certificates in ``directory``, and forwarders for ``nodes`` whose secure listeners
-        will bind ``listen_ports`` (two per node: SSL ports, then SASL_SSL ports, by node)."""
-        if len(listen_ports) != 2 * len(nodes):
-            raise RealKafkaError(f"{len(nodes)} nodes need {2 * len(nodes)} secure ports")
+        """Certificates in ``directory``, and forwarders for ``nodes`` whose forwarded
+        listeners will bind ``listen_ports`` (three per node: SSL ports, then SASL_SSL ports,
+        then CLIENT ports, by node)."""
+        n = len(nodes)
+        if len(listen_ports) != 3 * n:
+            raise RealKafkaError(f"{n} nodes need {3 * n} forwarded listener ports")
         files = make_certificates(directory)
         network = DelayNetwork().start()
         try:
-            ports = []
-            for i, node in enumerate(nodes):
-                ssl_port, sasl_port = listen_ports[i], listen_ports[len(nodes) + i]
-                ports.append(
-                    SecurePorts(
-                        node_id=node.node_id,
-                        ssl=ssl_port,
-                        sasl_ssl=sasl_port,
-                        ssl_proxy=network.forward(HOST, ssl_port),
-                        sasl_ssl_proxy=network.forward(HOST, sasl_port),
-                        plaintext_proxy=network.forward(HOST, node.port),
-                    )
+            ports = [
+                SecurePorts.forwarded(
+                    network,
+                    node.node_id,
+                    listen_ports[i],
+                    listen_ports[n + i],
+                    listen_ports[2 * n + i],
                 )
+                for i, node in enumerate(nodes)
+            ]
         except BaseException:
             network.close()
             raise
@@ -169,30 +187,31 @@ class SecureTier:
         """Stop the forwarders (every relayed connection is closed)."""
         self.network.close()
 
+    def accepted(self, access: ListenerAccess) -> int:
+        """Connections the forwarders of ``access`` (one of :meth:`access`'s) have accepted
+        so far: every TCP connection a client made to that listener."""
+        return sum(self.network.accepted(port) for _, (_, port) in access.endpoints)
+
     def _of(self, node: Node) -> SecurePorts:
         for ports in self.ports:
             if ports.node_id == node.node_id:
                 return ports
         raise RealKafkaError(f"no secure ports for node {node.node_id}")
 
-    def relocate(self, node: Node, ssl_port: int, sasl_ssl_port: int) -> SecurePorts:
-        """Move ``node``'s secure listeners to ``ssl_port`` and ``sasl_ssl_port`` (and its
-        PLAINTEXT forwarder to ``node.port``, already changed by the caller): three new
-        forwarders replace the node's old ones, which are closed with every connection they
-        relay, so a dial of an old address is refused from then on. Returns the new ports;
-        :meth:`properties` and :meth:`access` give the new ones from now on."""
+    def relocate(
+        self, node: Node, ssl_port: int, sasl_ssl_port: int, client_port: int
+    ) -> SecurePorts:
+        """Move ``node``'s forwarded listeners to ``ssl_port``, ``sasl_ssl_port`` and
+        ``client_port``: three new forwarders replace the node's old ones, which are closed
+        with every connection they relay, so a dial of an old address is refused from then
+        on. Returns the new ports; :meth:`properties` and :meth:`access` give the new ones
+        from now on."""
         old = self._of(node)
-        network = self.network
-        moved = SecurePorts(
-            node_id=node.node_id,
-            ssl=ssl_port,
-            sasl_ssl=sasl_ssl_port,
-            ssl_proxy=network.forward(HOST, ssl_port),
-            sasl_ssl_proxy=network.forward(HOST, sasl_ssl_port),
-            plaintext_proxy=network.forward(HOST, node.port),
+        moved = SecurePorts.forwarded(
+            self.network, node.node_id, ssl_port, sasl_ssl_port, client_port
         )
-        for port in (old.ssl_proxy, old.sasl_ssl_proxy, old.plaintext_proxy):
-            network.unforward(port)
+        for port in old.proxies:
+            self.network.unforward(port)
         self.ports = tuple(moved if p.node_id == node.node_id else p for p in self.ports)
         return moved
 
@@ -204,14 +223,15 @@ class SecureTier:
         return {
             "listeners": (
                 f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port},"
-                f"SSL://{HOST}:{p.ssl},SASL_SSL://{HOST}:{p.sasl_ssl}"
+                f"SSL://{HOST}:{p.ssl},SASL_SSL://{HOST}:{p.sasl_ssl},CLIENT://{HOST}:{p.client}"
             ),
             "advertised.listeners": (
                 f"PLAINTEXT://{HOST}:{node.port},SSL://{HOST}:{p.ssl_proxy},"
-                f"SASL_SSL://{HOST}:{p.sasl_ssl_proxy}"
+                f"SASL_SSL://{HOST}:{p.sasl_ssl_proxy},CLIENT://{HOST}:{p.client_proxy}"
             ),
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
+                "CLIENT:PLAINTEXT"
             ),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.files.keystore_file),
@@ -226,11 +246,11 @@ class SecureTier:
         return ["--add-scram", f"{SCRAM_MECHANISM}=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]
 
     def access(self, protocol: Protocol) -> ListenerAccess:
-        """How a client reaches ``protocol`` through the forwarders: SSL and SASL_SSL at the
-        advertised ones, PLAINTEXT at the unadvertised ones (good for single connections
-        only: Metadata names the direct ports)."""
+        """How a client reaches ``protocol`` through the advertised forwarders (PLAINTEXT:
+        the ``CLIENT`` listener's), so that every connection it makes is delayed and
+        counted."""
         if protocol == "PLAINTEXT":
-            plain = tuple((p.node_id, (HOST, p.plaintext_proxy)) for p in self.ports)
+            plain = tuple((p.node_id, (HOST, p.client_proxy)) for p in self.ports)
             return ListenerAccess("PLAINTEXT", plain)
         if protocol == "SSL":
             ssl_endpoints = tuple((p.node_id, (HOST, p.ssl_proxy)) for p in self.ports)
