@@ -144,9 +144,14 @@ def require_java() -> str:
     return java
 
 
-def _pom_property(pom: Path, name: str) -> str | None:
+def _parse_pom(pom: Path) -> tuple[ElementTree.Element, str]:
+    """The pom's root element and its namespace prefix (``{uri}``, or empty)."""
     root = ElementTree.parse(pom).getroot()
-    namespace = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+    return root, root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+
+
+def _pom_property(pom: Path, name: str) -> str | None:
+    root, namespace = _parse_pom(pom)
     node = root.find(f"{namespace}properties/{namespace}{name}")
     return node.text.strip() if node is not None and node.text else None
 
@@ -154,8 +159,7 @@ def _pom_property(pom: Path, name: str) -> str | None:
 def _declared_log4j(server_pom: Path) -> str | None:
     """The ``log4j-core`` version a ``kafka-server`` pom (as published: literal versions)
     declares, or None when it names none."""
-    root = ElementTree.parse(server_pom).getroot()
-    namespace = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+    root, namespace = _parse_pom(server_pom)
     for dependency in root.iter(f"{namespace}dependency"):
         artifact = dependency.findtext(f"{namespace}artifactId", "").strip()
         group = dependency.findtext(f"{namespace}groupId", "").strip()
