@@ -64,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("connmgr-swap", "aiokafka's tests against connmgr clients")
     group.addoption("--clients", choices=("stock", "ours"), default="stock")
     group.addoption("--kafka-bootstrap", default=None, metavar="HOST:PORT[,HOST:PORT]")
-    group.addoption("--kafka-version", default="4.3.1", metavar="X.Y.Z")
+    group.addoption("--kafka-version", default="4.4.0", metavar="X.Y.Z")
     group.addoption("--swap-report", default=None, metavar="PATH")
 
 

@@ -147,7 +147,10 @@ def answers_identity_check(conn: Any) -> bool:
 async def check_identity(conn: Any, cluster_id: str, node_id: int) -> CheckAnswer:
     """Ask the broker on ``conn`` (connected, authenticated) whether it is node ``node_id``
     of cluster ``cluster_id``. Never raises for the broker's answer or a broken connection:
-    anything but error 0 or 129 is :attr:`CheckAnswer.FAILED`."""
+    anything but error 0 or 129 is :attr:`CheckAnswer.FAILED`, and so is a broker that does
+    not accept v5 (it is not asked: a lower version would drop the fields unchecked)."""
+    if not answers_identity_check(conn):
+        return CheckAnswer.FAILED
     try:
         response = await conn.send(IdentityCheckRequest(cluster_id, node_id))
     except (kafka_errors.KafkaError, OSError, TimeoutError):

@@ -97,6 +97,7 @@ class LongRunResult:
     records: list[RecordCheck]
     problems: list[str] = field(default_factory=list)
     kafka_version: str = KAFKA_VERSION
+    """The release the cluster ran (the one given, or the tier's default)."""
 
 
 def _say(message: str) -> None:
@@ -216,6 +217,7 @@ def _run(
         brokers=readings,
         records=records,
         problems=problems,
+        kafka_version=cluster.version,
     )
 
 
