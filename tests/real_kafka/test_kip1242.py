@@ -38,10 +38,13 @@ from connmgr.aio.identity import (
     REBOOTSTRAP_REQUIRED,
     CheckAnswer,
     IdentityCheckRequest,
+    IdentityRejected,
     answers_identity_check,
     check_identity,
+    confirmed_conn,
 )
 from connmgr.realkafka import KafkaCluster
+from connmgr.realkafka.adoption import LOWER_BOUND, SCENARIOS, IdentityCensus, Start, measure
 from connmgr.realkafka.handshakes import await_sockets_closed
 from connmgr.realkafka.process import random_cluster_id
 from connmgr.realkafka.security import SCRAM_MECHANISM, Protocol
@@ -378,3 +381,93 @@ def test_on_sasl_ssl_a_v5_before_authentication_is_not_checked_and_after_it_is(
         await await_sockets_closed(access.addresses())
 
     _run(main)
+
+
+# --- the drop-in on the check ---------------------------------------------------------------
+# What the project does with the facts above: a dial for a known node confirms it in its set-up
+# (connmgr.aio.identity.confirmed_conn), and the drop-in confirms its bootstrap socket's broker
+# and adopts it (connmgr.realkafka.adoption measures it; the committed run is reports/adoption).
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_dial_for_a_known_node_confirms_it_or_fails(
+    cluster: KafkaCluster, cluster_id: str, protocol: Protocol
+) -> None:
+    access = cluster.secure.access(protocol)
+    host, port = dict(access.endpoints)[1]
+    settings = {"client_id": _CLIENT_ID, "request_timeout_ms": 10_000, **access.aiokafka_kwargs()}
+
+    async def main() -> None:
+        conn = await confirmed_conn(host, port, cluster_id, 1, **settings)
+        try:
+            assert conn._versions[API_VERSIONS_KEY] == (0, 5)
+            assert [b[0] for b in (await conn.send(MetadataRequest([]))).brokers] == [1, 2, 3]
+        finally:
+            conn.close()
+        with pytest.raises(IdentityRejected, match="is not node 2"):
+            await confirmed_conn(host, port, cluster_id, 2, **settings)
+        assert await await_sockets_closed(access.addresses()) == 0
+
+    _run(main)
+
+
+@pytest.fixture(scope="module")
+def adoption_run(
+    cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[Start], list[IdentityCensus]]:
+    """One round of the adoption measurement at RTT 0 on both listeners, and one Java
+    producer start (PLAINTEXT) with the admin client's census."""
+    logs = tmp_path_factory.mktemp("java-logs")
+    starts, _ = measure(
+        cluster, protocols=PROTOCOLS, rtts_ms=(0.0,), rounds=1, java_rounds=0, logs=logs
+    )
+    _, census = measure(
+        cluster,
+        protocols=("PLAINTEXT",),
+        rtts_ms=(0.0,),
+        scenarios=("seed-producer",),
+        rounds=1,
+        java_rounds=1,
+        logs=logs,
+    )
+    return starts, census
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_drop_in_opens_the_lower_bound_where_stock_aiokafka_opens_one_more(
+    adoption_run: tuple[list[Start], list[IdentityCensus]], protocol: str, scenario: str
+) -> None:
+    starts, _ = adoption_run
+    (ours,) = [
+        s for s in starts if (s.protocol, s.scenario, s.client) == (protocol, scenario, "proposed")
+    ]
+    (stock,) = [
+        s for s in starts if (s.protocol, s.scenario, s.client) == (protocol, scenario, "aiokafka")
+    ]
+    bound = LOWER_BOUND[scenario]
+    assert (ours.opened, ours.dials, ours.adopted, ours.rejected, ours.lost) == (
+        bound,
+        bound,
+        1,
+        0,
+        0,
+    )
+    assert (stock.opened, stock.lost) == (bound + 1, 0)
+    assert ours.steady == stock.steady == bound  # the same sockets held, one handshake fewer
+
+
+def test_kafka_clients_4_4_never_confirms_a_bootstrap_connection_and_its_admin_asks_nothing(
+    adoption_run: tuple[list[Start], list[IdentityCensus]],
+) -> None:
+    _, census = adoption_run
+    admin, producer = census
+    assert admin.client.startswith("java admin") and producer.client.startswith(
+        "java seed-producer"
+    )
+    # Known nodes (broker ids) are asked; bootstrap connections (-1, -2, ...) never are.
+    assert sorted(producer.checked) == ["1", "2", "3"]
+    assert producer.unchecked and all(n.startswith("-") for n in producer.unchecked)
+    # The admin client sends neither field, even to a broker it learnt from metadata.
+    assert admin.checked == ()
+    assert any(n.isdigit() for n in admin.unchecked)

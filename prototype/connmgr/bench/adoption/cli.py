@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser().error("--java-rounds must be >= 0")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    logs = out / "java-logs"
-    logs.mkdir(exist_ok=True)
+    logs: Path = args.java_logs or Path(tempfile.mkdtemp(prefix="connmgr-adoption-"))
+    logs.mkdir(parents=True, exist_ok=True)
     per_point = 2 * args.rounds + args.java_rounds
     total = per_point * len(args.protocols) * len(args.rtts_ms) * len(args.scenarios)
     began = time.monotonic()
