@@ -94,6 +94,12 @@ def parser() -> argparse.ArgumentParser:
         help="scenarios (default seed-producer,seed-consumer)",
     )
     p.add_argument(
+        "--java-logs",
+        type=Path,
+        default=None,
+        help="keep the Java clients' NetworkClient logs here (default: a temporary directory)",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=Path("reports/adoption"),
