@@ -26,6 +26,7 @@ from connmgr.core import (
     Endpoint,
     IdentityAnswer,
     IdentityChecked,
+    InterestChanged,
     Lease,
     MetadataReceived,
     PolicyConfig,
@@ -79,12 +80,16 @@ def test_one_bootstrap_attempt_at_a_time_with_failover() -> None:
     assert p.socket_count() == 1
 
 
+LEADS = {0: 1, 1: 3}
+"""Partition 0 led by broker 1, the broker at the bootstrap socket's host:port (:9091)."""
+
+
 def checked_bootstrap(p: ProposedPolicy, md: ClusterMetadata | None = None) -> int:
     """Bootstrap ``p`` on a broker that answers KIP-1242's check; metadata arrives. Returns
     the bootstrap connection's id, its check asked and in flight."""
     conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
     p.handle(ConnectionEstablished(conn.conn_id, checks_identity=True), 1)
-    actions = p.handle(MetadataReceived(1, md or metadata()), 2)
+    actions = p.handle(MetadataReceived(1, md or metadata(leaders=LEADS)), 2)
     # Broker 1 is the one broker metadata places at the socket's host:port (:9091).
     assert of(actions, CheckIdentity) == [CheckIdentity(conn.conn_id, 1, "c1")]
     assert of(actions, Adopt) == [] and of(actions, Close) == []
@@ -116,7 +121,7 @@ def test_a_socket_whose_broker_does_not_confirm_is_closed(answer: IdentityAnswer
 
 def test_a_request_for_the_broker_being_asked_about_waits_for_the_answer() -> None:
     p = policy()
-    conn_id = checked_bootstrap(p, metadata(leaders={0: 1}))
+    conn_id = checked_bootstrap(p)
     assert of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 1), 3), Connect) == []
     actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 4)
     assert [type(a) for a in actions if not isinstance(a, WakeAt)] == [Adopt, Lease]
@@ -125,7 +130,7 @@ def test_a_request_for_the_broker_being_asked_about_waits_for_the_answer() -> No
 
 def test_when_the_answer_is_no_the_waiting_request_dials_its_broker() -> None:
     p = policy()
-    conn_id = checked_bootstrap(p, metadata(leaders={0: 1}))
+    conn_id = checked_bootstrap(p)
     p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 1), 3)
     actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.REJECTED), 4)
     assert [(c.key.node, c.key.endpoint) for c in of(actions, Connect)] == [(BrokerNode(1), EP[1])]
@@ -159,17 +164,33 @@ def test_a_host_port_several_brokers_share_is_not_asked_about() -> None:
     assert of(p.handle(MetadataReceived(1, md), 2), CheckIdentity) == []
 
 
+def test_a_broker_nothing_needs_is_not_asked_about() -> None:
+    """Broker 1 leads nothing the producer writes: adopted, its socket would linger where the
+    stand-in closes at the first broker dial."""
+    p = policy()
+    conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
+    p.handle(ConnectionEstablished(conn.conn_id, checks_identity=True), 1)
+    assert of(p.handle(MetadataReceived(1, metadata()), 2), CheckIdentity) == []  # leaders 2, 3
+    closes = of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 2), 3), Close)
+    assert closes == [Close(conn.conn_id, CloseReason.NOT_ADOPTED)]
+
+
 def test_a_consumers_socket_confirmed_for_its_coordinator_alone_coordinates() -> None:
     p = policy(client=ClientKind.CONSUMER)
-    conn_id = checked_bootstrap(p)  # leaders 2 and 3; broker 1 leads nothing
+    conn = of(p.handle(BootstrapRequested(1), 0), Connect)[0]
+    p.handle(ConnectionEstablished(conn.conn_id, checks_identity=True), 1)
     ref = CoordinatorRef(CoordinatorKind.GROUP, "g")
-    p.handle(CoordinatorRequestNeeded(2, Api.JOIN_GROUP, 1, ref), 3)
-    actions = p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 4)
+    # The coordinator lookup rode the bootstrap exchange: broker 1 coordinates, leads nothing.
+    p.handle(CoordinatorRequestNeeded(2, Api.JOIN_GROUP, 1, ref), 1.5)
+    actions = p.handle(MetadataReceived(1, metadata()), 2)
+    assert of(actions, CheckIdentity) == [CheckIdentity(conn.conn_id, 1, "c1")]
+    assert of(actions, Connect) == []  # the JoinGroup waits for the answer
+    actions = p.handle(IdentityChecked(conn.conn_id, 1, IdentityAnswer.CONFIRMED), 4)
     adopted = of(actions, Adopt)
     assert [(a.new_key.node, a.new_key.purpose) for a in adopted] == [
         (BrokerNode(1), Purpose.COORDINATION)
     ]
-    assert of(actions, Lease) == [Lease(conn_id, 2)]
+    assert of(actions, Lease) == [Lease(conn.conn_id, 2)]
 
 
 def test_unverified_adoption_is_opt_in() -> None:
@@ -194,12 +215,13 @@ def test_no_adoption_when_the_cluster_id_differs() -> None:
 
 def test_data_requests_go_to_the_leader_and_unneeded_closes_after_linger() -> None:
     p = policy(connection_linger_ms=1000)
-    conn_id = checked_bootstrap(p)
-    p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 2)  # broker 1 leads nothing
+    conn_id = checked_bootstrap(p, metadata(leaders={0: 1, 1: 2}))
+    p.handle(IdentityChecked(conn_id, 1, IdentityAnswer.CONFIRMED), 2)  # adopted as broker 1
     dials = of(p.handle(BrokerRequestNeeded(2, Api.PRODUCE, 2), 3), Connect)
     assert [d.key.node for d in dials] == [BrokerNode(2)]
     p.handle(ConnectionEstablished(dials[0].conn_id), 4)
     p.handle(ResponseReceived(2), 5)
+    p.handle(InterestChanged(frozenset({TopicPartition("t", 1)})), 5)  # broker 1 leads none
     assert p.socket_count() == 2  # broker 1 lingers
     closes = of(p.handle(TimePassed(), 5 + 1000), Close)
     assert [(c.conn_id, c.reason) for c in closes] == [(conn_id, CloseReason.UNNEEDED)]

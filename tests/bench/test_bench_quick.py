@@ -161,8 +161,9 @@ def test_every_stage_wrote_its_results_and_the_report_shows_them(
         "java-today",
         "aiokafka-today",
         "java-patched",
+        "proposed-4.4",
     ]
-    assert len(table(quick, "fleet-restarts")) == 4 * grid.get("fleet", "restarts")
+    assert len(table(quick, "fleet-restarts")) == 5 * grid.get("fleet", "restarts")
     # TLS: every protocol at every RTT, a cost per protocol, the drop-in's first-ack ratio
     # against stock aiokafka at each RTT (and no ratio for anyone else), and a price for
     # every simulated policy.

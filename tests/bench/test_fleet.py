@@ -276,3 +276,21 @@ def test_refused_dials_are_no_sockets() -> None:
             assert len(sockets.intervals) == opened - len(refused)
             return
     pytest.fail("no client dialled a broker while it was down")
+
+
+def test_on_brokers_that_answer_the_check_a_client_that_needs_its_bootstrap_broker_adopts_it(
+    local: FleetView,
+) -> None:
+    """``proposed-4.4``: every client whose bootstrap socket reached a broker it needs saves
+    that broker's dial (one handshake each), and no broker holds more sockets for it."""
+    fleet, _ = fleet_tables(local)
+    rows = {r["policy"]: r for r in fleet.records()}
+    plain, confirming = rows["proposed"], rows[fl.ON_KIP_1242]
+    adopters = 0
+    for index in range(SMALL.clients):
+        client = fl.draw_client(index, SMALL)
+        sim = fl.run_client(client, fl.ON_KIP_1242, SMALL)
+        adopters += sim.ledger.count(ConnEvent.ADOPTED)
+    assert adopters > 0
+    assert plain["handshakes"] - confirming["handshakes"] == adopters
+    assert confirming["sockets_max"] <= plain["sockets_max"]

@@ -41,8 +41,9 @@ import functools
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from connmgr.bench.metrics import PROPOSED
 from connmgr.bench.sweep import SWEEP_POLICIES, SWEEP_TIMINGS
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
@@ -54,11 +55,16 @@ from connmgr.sim.run import build_simulator
 from connmgr.sim.scenarios import Change, ScenarioSpec, localhost_brokers
 from connmgr.sim.simulator import Simulator
 
-FLEET_POLICIES = (*SWEEP_POLICIES, "java-patched")
-"""``proposed``, ``java-today``, ``aiokafka-today``, and ``java-patched`` (today's Java client
+ON_KIP_1242: Final = "proposed-4.4"
+"""The proposed policy on brokers that answer KIP-1242's identity check (Kafka 4.4): it
+confirms and adopts a bootstrap socket whose broker it needs (rule c)."""
+FLEET_POLICIES = (*SWEEP_POLICIES, "java-patched", ON_KIP_1242)
+"""``proposed``, ``java-today``, ``aiokafka-today``, ``java-patched`` (today's Java client
 with KIP (b0)'s bootstrap close alone, the model of the patched kafka-clients 4.3.1: how much
-of the fleet's bootstrap hot spot that one rule removes). java-described dials every broker
-from every producer: the sweep's reason to leave it out holds a thousandfold here."""
+of the fleet's bootstrap hot spot that one rule removes), and :data:`ON_KIP_1242` (what
+confirming the bootstrap socket saves a fleet). Every other entry runs on brokers without the
+check. java-described dials every broker from every producer: the sweep's reason to leave it
+out holds a thousandfold here."""
 
 DURATION_MS = 3_600_000
 RESTART_AT_MS = 600_000
@@ -271,7 +277,8 @@ def run_client(client: FleetClient, policy: str, settings: FleetSettings) -> Sim
     """The finished simulator of ``client`` under ``policy`` (its ledger's times are from
     the client's start)."""
     spec, early = client_spec(client, settings)
-    sim = build_simulator(spec, policy, {}, client.seed)
+    spec.cluster.confirms_identity = policy == ON_KIP_1242
+    sim = build_simulator(spec, PROPOSED if policy == ON_KIP_1242 else policy, {}, client.seed)
     for _, change in early:
         change(sim)  # nothing is open yet: only the cluster changes
     sim.run()

@@ -25,6 +25,7 @@ from connmgr.bench.summaries import BrokerSockets, ClientTimings, RoleSockets, S
 MAX_PANELS = 9
 _KNOWN_COLOURS = {
     PROPOSED: "tab:green",
+    "proposed-4.4": "darkgreen",
     "java-described": "tab:purple",
     "java-today": "tab:brown",
     "java-patched": "tab:olive",

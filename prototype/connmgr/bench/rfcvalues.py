@@ -229,6 +229,11 @@ VALUES: dict[str, Callable[[Report], str]] = {
         f"fleet.java-patched.{column}": _cell("fleet", column, policy="java-patched")
         for column in ("sockets_max", "handshakes")
     },
+    # The proposal on brokers that answer KIP-1242's check: what confirming saves a fleet.
+    **{
+        f"fleet.proposed-4.4.{column}": _cell("fleet", column, policy="proposed-4.4")
+        for column in ("sockets_max", "handshakes", "peak_per_s")
+    },
     **{f"fleet.{key}": _fleet_setting(key) for key in ("clients", "brokers", "restarts")},
     "fleet.wall_s": lambda r: format_cell(round(r.stage("fleet")["wall_s"]), ColumnType.LONG),
     "sweep.points": _cell("runs", "points", kind="sweep"),

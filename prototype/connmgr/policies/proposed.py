@@ -6,7 +6,8 @@ sockets the client needs:
 a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
 b. One bootstrap attempt at a time, failing over through the list from a random start.
 c. Confirm, then adopt or close: when metadata arrives and places exactly one broker X at a
-   READY bootstrap connection's host:port (and the cluster id agrees), the client asks the
+   READY bootstrap connection's host:port, the client needs X (a leader in use, a
+   coordinator) and the cluster id agrees, the client asks the
    broker on that very socket whether it is node X of that cluster -- KIP-1242's check,
    ``ApiVersions`` v5 with ``ClusterId`` and ``NodeId`` (Kafka 4.4+; on SASL listeners sent
    only after authentication, before which a broker does not check it). Requests for X wait
@@ -238,15 +239,27 @@ class ProposedPolicy(Policy):
 
     def _candidate(self, conn: Connection, md: ClusterMetadata) -> int | None:
         """The broker to ask a bootstrap connection's peer about: the one broker metadata
-        places at its host:port, if its broker answers the check and that broker has no
-        connection of its own yet."""
+        places at its host:port, if its broker answers the check, the client needs that
+        broker (a leader in use, a coordinator) and it has no connection of its own yet. A
+        broker nothing needs is not asked: adopted, its socket would linger where the
+        stand-in closes at the first broker dial (a bootstrap entry of a big cluster is
+        rarely a client's leader, and would hold every starting client's socket)."""
         ids = md.ids_at(conn.key.endpoint)
         if not conn.checks_identity or md.cluster_id is None or len(ids) != 1:
             return None
         (only,) = ids
+        if not self._wanted(only):
+            return None
         if self.table.live_for_node(BrokerNode(only), Purpose.DATA) is not None:
             return None
         return only
+
+    def _wanted(self, broker_id: int) -> bool:
+        """Whether a role needs a connection to ``broker_id``: a leader in use, or a
+        coordinator."""
+        if broker_id in self._leaders_in_use():
+            return True
+        return any(broker_id in ids for ids in self._coordinators_by_purpose().values())
 
     def _check_in_flight(self, broker_id: int) -> bool:
         conn = self._checks.get(broker_id)
@@ -256,8 +269,9 @@ class ProposedPolicy(Policy):
         return False
 
     def on_identity_checked(self, conn: Connection, broker_id: int, answer: IdentityAnswer) -> None:
-        """Rule (c), the answer: adopt the socket as the broker's if it confirmed and
-        metadata still places the broker there alone; close it otherwise."""
+        """Rule (c), the answer: adopt the socket as the broker's if it confirmed, metadata
+        still places the broker there alone and the client still needs it (if not, the
+        stand-in closes as an unadopted one does); close it if the broker said no."""
         self._checks.pop(broker_id, None)
         md = self.metadata
         if (
@@ -265,6 +279,7 @@ class ProposedPolicy(Policy):
             and conn.state is ConnState.READY
             and md is not None
             and md.ids_at(conn.key.endpoint) == frozenset({broker_id})
+            and self._wanted(broker_id)
         ):
             purpose = self._adopted_purpose(broker_id)
             new_key = ConnectionKey(conn.key.endpoint, BrokerNode(broker_id), purpose)
