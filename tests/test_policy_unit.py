@@ -109,13 +109,21 @@ def test_adopt_when_the_broker_confirms_it_is_the_node_metadata_places_there() -
     assert p.metrics.peak == 1
 
 
-@pytest.mark.parametrize("answer", [IdentityAnswer.REJECTED, IdentityAnswer.FAILED])
-def test_a_socket_whose_broker_does_not_confirm_is_closed(answer: IdentityAnswer) -> None:
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (IdentityAnswer.REJECTED, CloseReason.IDENTITY_REJECTED),  # the broker said no
+        (IdentityAnswer.FAILED, CloseReason.NOT_ADOPTED),  # nothing was said
+    ],
+)
+def test_a_socket_whose_broker_does_not_confirm_is_closed(
+    answer: IdentityAnswer, reason: CloseReason
+) -> None:
     p = policy()
     conn_id = checked_bootstrap(p)
     actions = p.handle(IdentityChecked(conn_id, 1, answer), 3)
     assert of(actions, Adopt) == []
-    assert of(actions, Close) == [Close(conn_id, CloseReason.IDENTITY_REJECTED)]
+    assert of(actions, Close) == [Close(conn_id, reason)]
     assert p.socket_count() == 0
 
 

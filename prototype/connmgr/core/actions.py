@@ -18,8 +18,9 @@ class CloseReason(enum.Enum):
     BOOTSTRAP_DONE = "bootstrap_done"
     """aiokafka closes its bootstrap connection once metadata arrived."""
     IDENTITY_REJECTED = "identity_rejected"
-    """The broker on a bootstrap connection did not confirm that it is the node metadata
-    places at the connection's host:port (KIP-1242's check answered otherwise)."""
+    """The broker on a bootstrap connection answered KIP-1242's check with
+    ``REBOOTSTRAP_REQUIRED``: it is not the node metadata places at the connection's
+    host:port."""
     ENDPOINT_CHANGED = "endpoint_changed"
     """Metadata moved the node to another host:port."""
     STALE_ADDRESS = "stale_address"

@@ -6,18 +6,18 @@ sockets the client needs:
 a. Deferred: nothing is dialled until a request needs it (``warm_up`` bootstraps at start).
 b. One bootstrap attempt at a time, failing over through the list from a random start.
 c. Confirm, then adopt or close: when metadata arrives and places exactly one broker X at a
-   READY bootstrap connection's host:port, the client needs X (a leader in use, a
-   coordinator) and the cluster id agrees, the client asks the
-   broker on that very socket whether it is node X of that cluster -- KIP-1242's check,
-   ``ApiVersions`` v5 with ``ClusterId`` and ``NodeId`` (Kafka 4.4+; on SASL listeners sent
-   only after authentication, before which a broker does not check it). Requests for X wait
-   for the answer instead of dialling X. Confirmed, the socket becomes X's data connection (or
-   its coordination connection, if X is only the consumer's group coordinator): no second
-   dial. Rejected (``REBOOTSTRAP_REQUIRED``) or unanswered, it drains and closes, counted, and
-   X is dialled. A broker without the check (before 4.4) keeps the rule below; so does a
-   host:port metadata gives to several brokers (a proxy: no one node to ask about).
-   ``adopt_unverified`` adopts a socket whose broker cannot be asked when metadata gives the
-   host:port to exactly one broker (unsafe: see the safety note).
+   READY bootstrap connection's host:port, the client needs X (a leader in use, a coordinator)
+   and the cluster id agrees, the client asks the broker on that very socket whether it is node
+   X of that cluster -- KIP-1242's check, ``ApiVersions`` v5 with ``ClusterId`` and ``NodeId``
+   (Kafka 4.4+; on SASL listeners sent only after authentication, before which a broker does
+   not check it). Requests for X wait for the answer instead of dialling X. Confirmed, the
+   socket becomes X's data connection (or its coordination connection, if X is only the
+   consumer's group coordinator): no second dial. Rejected (``REBOOTSTRAP_REQUIRED``), it
+   drains and closes, counted as such; unanswered (another error, a timeout), it closes as one
+   never asked; either way X is dialled. A broker without the check (before 4.4) keeps the rule
+   below; so does a host:port metadata gives to several brokers (a proxy: no one node to ask
+   about). ``adopt_unverified`` adopts a socket whose broker cannot be asked when metadata
+   gives the host:port to exactly one broker (unsafe: see the safety note).
    A connection not adopted carries no broker request: if the cluster id agrees it serves
    any-node requests until the first broker dial, which closes it first (so the stand-in
    never adds to the peak; one still busy then closes as soon as a broker connection is
@@ -286,8 +286,10 @@ class ProposedPolicy(Policy):
             if self.table.live(new_key) is None:
                 self.adopt(conn, new_key)
                 return
-        if answer is not IdentityAnswer.CONFIRMED:
+        if answer is IdentityAnswer.REJECTED:
             self._retire_connection(conn, CloseReason.IDENTITY_REJECTED)
+        elif answer is IdentityAnswer.FAILED:
+            self._retire_connection(conn, CloseReason.NOT_ADOPTED)  # nothing was said
 
     def _adopted_purpose(self, broker_id: int) -> Purpose:
         """A confirmed bootstrap socket becomes the broker's data connection, or its
