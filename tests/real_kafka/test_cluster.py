@@ -24,10 +24,11 @@ import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from connmgr.aio import ProposedConsumer, ProposedProducer
+from connmgr.aio.identity import API_VERSIONS_KEY, CHECK_VERSION
 from connmgr.aio.kernel import averify_against_kernel, kernel_connections
 from connmgr.aio.observe import expected_stock_sequence, observed_consumer, observed_producer
 from connmgr.core.identity import Role
-from connmgr.ledger import ConnectionLedger
+from connmgr.ledger import ConnectionLedger, ConnEvent
 from connmgr.realkafka import (
     KAFKA_VERSION,
     KafkaCluster,
@@ -275,10 +276,13 @@ def test_proposed_clients_lose_nothing_and_hold_the_expected_sockets(
     cluster.create_topic_with_leaders("proposed", LEADERS)
     group = cluster.group_for_coordinator(COORDINATOR, prefix="proposed")
     listeners = cluster.listeners()
-    # One bootstrap server, broker 1. No Kafka release confirms a broker id on a socket, so
-    # the proposed policy does not adopt it: it carries the first any-node requests and
-    # closes before the first broker dial.
+    # One bootstrap server, broker 1, a leader of both clients' topic. A 4.4 broker confirms
+    # its id when asked (KIP-1242): the proposed policy adopts the socket as broker 1's and
+    # dials the others. An older broker cannot be asked: the socket carries the first
+    # any-node requests and closes before the first broker dial, one dial more.
     bootstrap = _first_server(cluster)
+    low, high = cluster.api_versions(1)[API_VERSIONS_KEY]
+    bootstrap_dial = 0 if low <= CHECK_VERSION <= high else 1
 
     async def main() -> dict[str, Any]:
         producer = ProposedProducer(bootstrap_servers=bootstrap, acks="all")
@@ -342,16 +346,18 @@ def test_proposed_clients_lose_nothing_and_hold_the_expected_sockets(
     _assert_exactly_once(r["got"], "p")
     assert r["committed"] == [RECORDS // 3] * 3
     assert r["producer_held"] == {(1, Role.DATA), (2, Role.DATA), (3, Role.DATA)}
-    assert producer.ledger.opened_count == 4 and producer.ledger.peak == 3
+    assert producer.ledger.opened_count == 3 + bootstrap_dial and producer.ledger.peak == 3
+    assert producer.ledger.count(ConnEvent.ADOPTED) == 1 - bootstrap_dial
     # The coordinator (3) on its own socket, data connections to the three leaders: 4
-    # sockets held, 5 dials counting the bootstrap socket that closed first.
+    # sockets held; 5 dials if the bootstrap socket closed first.
     assert r["consumer_held"] == {
         (1, Role.DATA),
         (2, Role.DATA),
         (3, Role.DATA),
         (3, Role.COORDINATION),
     }
-    assert consumer.ledger.opened_count == 5 and consumer.ledger.peak == 4
+    assert consumer.ledger.opened_count == 4 + bootstrap_dial and consumer.ledger.peak == 4
+    assert consumer.ledger.count(ConnEvent.ADOPTED) == 1 - bootstrap_dial
     assert r["live"] == 4
     assert producer.ledger.open_now() == [] and consumer.ledger.open_now() == []
 

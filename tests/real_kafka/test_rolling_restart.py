@@ -143,11 +143,14 @@ def _per_producer(got: list[bytes], tag: str) -> list[bytes]:
 
 def _holds_new(ledger: ConnectionLedger, broker: int, since: int) -> bool:
     """Whether ``ledger`` holds a data socket to ``broker`` dialled at entry ``since`` or
-    later."""
+    later, or a bootstrap socket adopted as ``broker``'s since then (a 4.4 broker confirmed
+    it: the drop-in's rule (c))."""
     fresh = {
         e.conn_id
         for e in ledger.entries[since:]
-        if e.kind is ConnEvent.DIAL and e.broker == broker and e.role is Role.DATA
+        if e.kind in (ConnEvent.DIAL, ConnEvent.ADOPTED)
+        and e.broker == broker
+        and e.role is Role.DATA
     }
     return any(e.conn_id in fresh for e in ledger.open_now())
 
