@@ -41,9 +41,9 @@ from connmgr.aio.dropin import ProposedConsumer, ProposedProducer
 from connmgr.kernel import kernel_connections
 from connmgr.ledger import ConnEvent
 from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.handshakes import await_sockets_closed
+from connmgr.realkafka.handshakes import await_sockets_closed, producer_start
 from connmgr.realkafka.security import ListenerAccess
-from connmgr.realrun.workloads import AckClock, elapsed_ms
+from connmgr.realrun.workloads import elapsed_ms
 
 __all__ = [
     "CLIENTS",
@@ -148,23 +148,8 @@ async def _producer_start(
     client: str, access: ListenerAccess, topic: str
 ) -> tuple[float | None, int, int, int, Any]:
     factory = ProposedProducer if client == "proposed" else AIOKafkaProducer
-    producer = factory(
-        bootstrap_servers=access.bootstrap_servers, acks="all", **access.aiokafka_kwargs()
-    )
-    clock = AckClock()
-    started = time.perf_counter()
-    await producer.start()
-    try:
-        futures = [
-            clock.watch(await producer.send(topic, b"adopt", partition=p))
-            for p in range(len(_LEADER_ORDER))
-        ]
-        await asyncio.gather(*futures, return_exceptions=True)
-        steady = sum(kernel_connections(access.addresses()).values())
-    finally:
-        await producer.stop()
-        await await_sockets_closed(access.addresses())
-    return elapsed_ms(started, clock.first), steady, len(futures), clock.acked, producer
+    start = await producer_start(factory, access, topic, len(_LEADER_ORDER))
+    return start.first_ms, start.sockets, start.sent, start.acked, start.producer
 
 
 async def _consumer_start(

@@ -38,6 +38,7 @@ from connmgr.aio.dropin import ProposedProducer
 from connmgr.handshake_cost import HandshakeCost, fit_handshake_cost
 from connmgr.kernel import kernel_connections
 from connmgr.realkafka.cluster import KafkaCluster
+from connmgr.realkafka.errors import RealKafkaError
 from connmgr.realkafka.security import PROTOCOLS, ListenerAccess, Protocol
 from connmgr.realrun.workloads import AckClock, elapsed_ms
 
@@ -51,6 +52,7 @@ __all__ = [
     "dial_times",
     "first_ack",
     "measure_tls",
+    "producer_start",
 ]
 
 JAVA_VERSION: Final = "4.4.0"
@@ -204,12 +206,24 @@ def _measure_protocol(
     return times, cpu
 
 
-async def first_ack(
+@dataclass(frozen=True, slots=True)
+class ProducerStart:
+    """One producer start: ms from just before ``start()`` to the first ack (None if none),
+    the live sockets to the listener once every send ended, records sent and acknowledged,
+    and the (stopped) producer itself, for its ledger."""
+
+    first_ms: float | None
+    sockets: int
+    sent: int
+    acked: int
+    producer: Any
+
+
+async def producer_start(
     factory: Callable[..., Any], access: ListenerAccess, topic: str, partitions: int
-) -> tuple[float | None, int]:
+) -> ProducerStart:
     """Start a producer made by ``factory(**kwargs)`` over ``access``, send one record to each
-    of ``partitions`` partitions of ``topic`` (acks=all); returns (ms from just before
-    ``start()`` to the first ack, live sockets to ``access``'s endpoints after every ack)."""
+    of ``partitions`` partitions of ``topic`` (acks=all), count its sockets, stop it."""
     producer = factory(
         bootstrap_servers=access.bootstrap_servers, acks="all", **access.aiokafka_kwargs()
     )
@@ -218,14 +232,28 @@ async def first_ack(
     await producer.start()
     try:
         futures = [
-            clock.watch(await producer.send(topic, b"ttfa", partition=p)) for p in range(partitions)
+            clock.watch(await producer.send(topic, b"first", partition=p))
+            for p in range(partitions)
         ]
-        await asyncio.gather(*futures)
+        await asyncio.gather(*futures, return_exceptions=True)
         sockets = sum(kernel_connections(access.addresses()).values())
     finally:
         await producer.stop()
         await await_sockets_closed(access.addresses())
-    return elapsed_ms(started, clock.first), sockets
+    return ProducerStart(
+        elapsed_ms(started, clock.first), sockets, partitions, clock.acked, producer
+    )
+
+
+async def first_ack(
+    factory: Callable[..., Any], access: ListenerAccess, topic: str, partitions: int
+) -> tuple[float | None, int]:
+    """:func:`producer_start`'s (ms to the first ack, live sockets after every ack); raises
+    :class:`RealKafkaError` if a record was not acknowledged."""
+    start = await producer_start(factory, access, topic, partitions)
+    if start.acked != start.sent:
+        raise RealKafkaError(f"{start.sent - start.acked} of {start.sent} records not acknowledged")
+    return start.first_ms, start.sockets
 
 
 def _java_first_ack(
