@@ -100,3 +100,33 @@ def test_the_drop_in_consumer_keeps_aiokafka_fetch_arguments() -> None:
 
 def test_policy_config_defaults_come_from_one_place() -> None:
     assert PolicyConfig.__dataclass_fields__["connection_linger_ms"].default == 3_000
+
+
+def test_a_transactional_init_producer_id_goes_to_the_transaction_coordinator() -> None:
+    """aiokafka sends a transactional producer's InitProducerId to the node its coordinator
+    lookup returned; an idempotent one to any node. The builder keeps the id as
+    ``_transactional_id``: read as anything else, every InitProducerId was an any-node request
+    and went to whichever connection was ready (found once a bootstrap socket adopted as
+    another broker's was: NOT_COORDINATOR until the producer's start timed out)."""
+    from aiokafka.client import ConnectionGroup
+    from aiokafka.protocol.transaction import InitProducerIdRequest
+    from connmgr.aio.dropin import ProposedProducer
+    from connmgr.core.coordinator import CoordinatorKind
+    from connmgr.core.events import AnyNodeRequestNeeded, Api, CoordinatorRequestNeeded
+
+    async def events() -> tuple[object, object]:
+        producer = ProposedProducer(bootstrap_servers="localhost:9092", transactional_id="t")
+        client = producer.client
+        default = ConnectionGroup.DEFAULT
+        await producer.stop()  # never started: nothing to close, and no unclosed warning
+        txn = client._event_for(3, Api.INIT_PRODUCER_ID, default, InitProducerIdRequest("t", 1))
+        idem = client._event_for(3, Api.INIT_PRODUCER_ID, default, InitProducerIdRequest(None, 1))  # type: ignore[arg-type]
+        return txn(7), idem(8)
+
+    transactional, idempotent = asyncio.run(events())
+    assert isinstance(transactional, CoordinatorRequestNeeded)
+    assert (transactional.broker_id, transactional.coordinator.kind) == (
+        3,
+        CoordinatorKind.TRANSACTION,
+    )
+    assert idempotent == AnyNodeRequestNeeded(8, Api.INIT_PRODUCER_ID)

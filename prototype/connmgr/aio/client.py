@@ -491,8 +491,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         A transactional ``InitProducerId`` goes to the transaction coordinator (aiokafka
         sends it on the DEFAULT group, to the node its lookup returned); an idempotent one
         (no transactional id) is an any-node request."""
+        # aiokafka 0.14's request builder keeps the id as ``_transactional_id``.
         if api in ANY_NODE_APIS or (
-            api is Api.INIT_PRODUCER_ID and getattr(request, "transactional_id", None) is None
+            api is Api.INIT_PRODUCER_ID and getattr(request, "_transactional_id", None) is None
         ):
             return lambda rid: AnyNodeRequestNeeded(rid, api)
         kind = coordinator_kind(api)
