@@ -24,7 +24,6 @@ class Connection:
         "address",
         "checking",
         "checks_identity",
-        "confirmed_id",
         "conn_id",
         "drain_reason",
         "failures",
@@ -49,9 +48,6 @@ class Connection:
         self.in_flight: dict[int, Request] = {}
         self.waiting: list[Request] = []
         self.unneeded_since_ms: float | None = None
-        self.confirmed_id: int | None = None
-        """The broker id the connection's own handshake confirmed (a dial for a known node
-        that carried KIP-1242's check), if any."""
         self.checks_identity = False
         """The broker answers KIP-1242's identity check on this connection."""
         self.checking: int | None = None

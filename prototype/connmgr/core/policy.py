@@ -209,8 +209,8 @@ class Policy(ABC):
             case InterestChanged(partitions):
                 self.interest = partitions
                 self.version += 1
-            case ConnectionEstablished(conn_id, node_id, address, checks_identity):
-                self._on_established(conn_id, node_id, address, checks_identity)
+            case ConnectionEstablished(conn_id, _, address, checks_identity):
+                self._on_established(conn_id, address, checks_identity)
             case IdentityChecked(conn_id, broker_id, answer):
                 if (conn := self._conn(conn_id)) is not None and conn.checking == broker_id:
                     conn.checking = None
@@ -505,13 +505,11 @@ class Policy(ABC):
             raise PolicyMisuse(f"event for connection {conn_id}, which was never dialled")
         return conn  # None: already closed by us; the driver's report crossed our Close
 
-    def _on_established(
-        self, conn_id: int, node_id: int | None, address: str | None, checks: bool
-    ) -> None:
+    def _on_established(self, conn_id: int, address: str | None, checks: bool) -> None:
         conn = self._conn(conn_id)
         if conn is None:
             return
-        conn.confirmed_id, conn.address, conn.checks_identity = node_id, address, checks
+        conn.address, conn.checks_identity = address, checks
         conn.move(Trigger.ESTABLISHED)
         self.version += 1
         conn.failures = 0

@@ -217,9 +217,9 @@ class ProposedPolicy(Policy):
             if conn.role is not Role.BOOTSTRAP or conn.checking is not None:
                 continue  # not a bootstrap connection, or its broker's answer is on its way
             candidate = self._candidate(conn, md) if cluster_agrees else None
-            if conn.state is ConnState.READY and candidate is not None:
+            if conn.state is ConnState.READY and candidate is not None and md.cluster_id:
                 self._checks[candidate] = conn
-                self.check_identity(conn, candidate, md.cluster_id or "")
+                self.check_identity(conn, candidate, md.cluster_id)
                 continue
             broker_id = self._identity(conn, md) if cluster_agrees else None
             if conn.state is ConnState.READY and broker_id is not None:
