@@ -26,15 +26,8 @@ from connmgr.core.config import (
     coerce_option,
 )
 from connmgr.core.endpoint import Endpoint
-from connmgr.core.options import (
-    INT,
-    Reach,
-    declared_options,
-    embed,
-    option,
-    options_help,
-    options_markdown,
-)
+from connmgr.core.options import INT, Reach, declared_options, option
+from connmgr.docblocks import block, options_help, options_markdown
 from connmgr.errors import ConfigError, UnknownName
 from connmgr.sim.run import POLICY_OPTIONS
 
@@ -164,8 +157,8 @@ def test_cli_help_lists_every_settable_option(capsys: pytest.CaptureFixture[str]
 
 def test_the_docs_tables_are_generated_from_the_declarations() -> None:
     text = DOC.read_text()
-    for marker, block in doc_tables().items():
-        assert embed(text, marker, block) == text, f"regenerate {DOC} (see its note)"
+    for name, content in doc_tables().items():
+        assert block(text, name) == content, f"regenerate {DOC} (see its note)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from connmgr import __version__, javalog
 from connmgr.bench.spark import SparkJobFailed
 from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
-from connmgr.core.options import options_help
+from connmgr.docblocks import options_help
 from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.policies import POLICIES
 from connmgr.sim.result import RunResult, java_log_events

@@ -28,13 +28,12 @@ from connmgr.bench.compare import (
     run_comparison,
 )
 from connmgr.bench.report import (
-    COLUMNS_BEGIN,
-    COLUMNS_END,
     MISSING,
     columns_markdown,
     regressions_of,
 )
 from connmgr.bench.schema import ResultsError
+from connmgr.docblocks import block
 
 DOCS = Path(__file__).parents[2] / "docs" / "results-schema.md"
 METRICS = ("opened", "peak", "steady", "handshakes", "ttfa_ms", "ttfc_ms", "throughput_rps")
@@ -936,8 +935,9 @@ def test_docs_describe_every_column() -> None:
     text = DOCS.read_text()
     for column in schema.COLUMNS:
         assert f"`{column.name}`" in text, column.name
-    block = text.split(COLUMNS_BEGIN, 1)[1].split(COLUMNS_END, 1)[0]
-    assert block == columns_markdown(), "run: python -m connmgr.bench.report docs/results-schema.md"
+    assert block(text, "columns") == columns_markdown(), (
+        "run: python -m connmgr.bench.report docs/results-schema.md"
+    )
 
 
 def test_docs_name_every_table_and_plot(grid: Grid) -> None:

@@ -14,14 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.core.config import DROP_IN_POLICY_OPTIONS
-from connmgr.core.options import (
-    OptionSpec,
-    Reach,
-    declared_options,
-    embed,
-    option,
-    options_markdown,
-)
+from connmgr.core.options import OptionSpec, Reach, declared_options, option
+from connmgr.docblocks import options_markdown, refresh
 from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies import POLICIES
 
@@ -125,10 +119,4 @@ def doc_tables() -> dict[str, str]:
 def refresh_doc(path: Path) -> bool:
     """Rewrite the generated tables in ``path`` (``docs/drop-in-clients.md``) from the
     declarations; True if that changed the file."""
-    text = path.read_text()
-    new = text
-    for marker, block in doc_tables().items():
-        new = embed(new, marker, block)
-    if new != text:
-        path.write_text(new)
-    return new != text
+    return refresh(path, doc_tables())

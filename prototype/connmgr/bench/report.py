@@ -33,7 +33,7 @@ from connmgr.bench.page import (
     render_index,
     what_ran_markdown,
 )
-from connmgr.bench.schema import COLUMNS_BEGIN, COLUMNS_END, columns_markdown, update_columns_doc
+from connmgr.bench.schema import columns_markdown, update_columns_doc
 from connmgr.bench.summaries import Regression, regressions_of
 from connmgr.bench.table import (
     MISSING,
@@ -65,8 +65,6 @@ from connmgr.bench.tables import (
 )
 
 __all__ = [
-    "COLUMNS_BEGIN",
-    "COLUMNS_END",
     "COMPARISON_COLUMNS",
     "EMBED_MAX_ROWS",
     "METRICS",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.core.identity import Role
+from connmgr.docblocks import refresh
 from connmgr.errors import ConfigError
 
 SCHEMA_VERSION = 2
@@ -297,16 +298,7 @@ def columns_markdown() -> str:
     return "\n".join(lines)
 
 
-COLUMNS_BEGIN = "<!-- BEGIN columns -->\n"
-COLUMNS_END = "\n<!-- END columns -->"
-
-
 def update_columns_doc(path: Path) -> bool:
-    """Rewrite the block between the ``columns`` markers of ``path`` with
+    """Rewrite the ``columns`` block of ``path`` (:mod:`connmgr.docblocks`) with
     :func:`columns_markdown`; True if it changed."""
-    text = path.read_text()
-    head, rest = text.split(COLUMNS_BEGIN, 1)
-    _, tail = rest.split(COLUMNS_END, 1)
-    new = head + COLUMNS_BEGIN + columns_markdown() + COLUMNS_END + tail
-    path.write_text(new)
-    return new != text
+    return refresh(path, {"columns": columns_markdown()})

@@ -5,8 +5,8 @@ The declarations are the fields of :class:`~connmgr.core.config.PolicyConfig` (e
 option) and of :class:`~connmgr.aio.options.PolicyOptions` (the two keywords only the drop-in
 clients take). Everything else is derived from them by :func:`declared_options`: the parsing of
 ``--set KEY=VALUE`` text (:meth:`OptionSpec.parse`), which keywords the drop-in clients accept
-and their type checks (:meth:`OptionSpec.check`), the CLI's help (:func:`options_help`) and the
-options tables of ``docs/drop-in-clients.md`` (:func:`options_markdown`; a test fails when the
+and their type checks (:meth:`OptionSpec.check`), the CLI's help and the options tables of
+``docs/drop-in-clients.md`` (both rendered by :mod:`connmgr.docblocks`; a test fails when the
 doc differs). Adding an option is adding one field.
 
 How a value is parsed and which Python values a keyword accepts follow from the field's
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
-import textwrap
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
@@ -237,59 +235,3 @@ def declared_options(cls: type[Any]) -> tuple[OptionSpec, ...]:
             )
         )
     return tuple(specs)
-
-
-def setting_text(value: object) -> str:
-    """``value`` as ``--set`` text that parses back to it."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return str(value.value)
-    if isinstance(value, tuple):
-        return ",".join(str(x) for x in value)
-    return str(value)
-
-
-def python_text(value: object) -> str:
-    """``value`` as Python source, for the docs' keyword-argument tables."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, enum.Enum):
-        return f"{type(value).__name__}.{value.name}"
-    return repr(value)
-
-
-def options_help(specs: tuple[OptionSpec, ...], width: int = 100) -> str:
-    """One ``NAME=DEFAULT  help`` entry per option, wrapped to ``width``, for ``--help``."""
-    heads = [
-        f"  {s.name}=" + ("(no default)" if s.required else setting_text(s.default)) for s in specs
-    ]
-    column = max((len(h) for h in heads), default=0) + 2
-    lines: list[str] = []
-    for head, spec in zip(heads, specs, strict=True):
-        body = textwrap.wrap(spec.help, max(20, width - column), break_on_hyphens=False) or [""]
-        lines.append(f"{head:<{column}}{body[0]}".rstrip())
-        lines.extend(" " * column + line for line in body[1:])
-    return "\n".join(lines)
-
-
-def options_markdown(specs: tuple[OptionSpec, ...]) -> str:
-    """The Markdown table (keyword, default, meaning) the docs embed for ``specs``."""
-    rows = ["| option | default | meaning |", "|---|---|---|"]
-    for s in specs:
-        default = "(required)" if s.required else f"`{python_text(s.default)}`"
-        rows.append(f"| `{s.keyword}` | {default} | {s.meaning} |")
-    return "\n".join(rows)
-
-
-def embed(text: str, marker: str, block: str) -> str:
-    """``text`` with the lines between ``<!-- BEGIN marker -->`` and ``<!-- END marker -->``
-    replaced by ``block``; :class:`ValueError` if the markers are missing."""
-    begin, end = f"<!-- BEGIN {marker} -->\n", f"\n<!-- END {marker} -->"
-    head, sep, rest = text.partition(begin)
-    _, sep2, tail = rest.partition(end)
-    if not sep or not sep2:
-        raise ValueError(f"no {begin.strip()} ... {end.strip()} block to fill")
-    return f"{head}{begin}{block}{end}{tail}"
