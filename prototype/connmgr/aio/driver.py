@@ -19,8 +19,13 @@ fails the dial (``ConnectionFailed``, the ledger's reason ``IdentityRejected``).
 With ``dns_ttl_ms`` set, the driver resolves host names (:mod:`connmgr.aio.resolver`): it
 feeds ``AddressesResolved`` for every lookup, failed or not -- before dialling a name with no
 fresh answer, and every ``dns_ttl_ms`` while a connection to it is open -- and says in
-``ConnectionEstablished`` which address the socket reached. Literal addresses are not
-resolved and their connections carry no address: they feed what they fed before.
+``ConnectionEstablished`` which address the socket reached. One exception: a name never looked
+up that no established connection reaches is not looked up before its first dial (its
+refreshes start when the dial is established). A lookup is compared with the addresses
+connections reached, and none has, so its answer could change nothing, and every client's
+first dial would wait for a lookup and a policy pass for nothing. Literal
+addresses are not resolved and their connections carry no address: they feed what they fed
+before.
 
 A request's life on the driver: :meth:`PolicyDriver.acquire` feeds the request event and waits
 for the policy's ``Lease``; the caller writes the request on the connection it got and calls
@@ -295,10 +300,17 @@ class PolicyDriver:
         host = key.endpoint.host
         resolver = None if is_literal(host) else self.resolver
         try:
-            if resolver is not None:
+            looked_up = False
+            if resolver is not None and (resolver.reported(host) or self._holds_established(host)):
                 # Reported before the dial, as the contract asks; the dial resolves the name
-                # again itself (see connmgr.aio.resolver: TLS verifies the name).
+                # again itself (see connmgr.aio.resolver: TLS verifies the name). A name
+                # never looked up that no established connection reaches is not looked up
+                # first: no connection holds an address its answer could leave out, and it
+                # has no earlier answer to follow, so the lookup and its policy pass would
+                # change nothing (the first dial of every client, for one); its refreshes
+                # start when the dial is established.
                 await resolver.before_dial(host, key.endpoint.port)
+                looked_up = True
             identity = self._identity_to_confirm(key)
             conn = await self._dial(
                 key, lambda c, reason: self._on_close(conn_id, reason), identity
@@ -321,9 +333,21 @@ class PolicyDriver:
         self._conns[conn_id] = conn
         self.ledger.established(self.now_ms, conn_id)
         address = None if resolver is None else peer_address(conn)
+        if resolver is not None and not looked_up:
+            resolver.watch(host, key.endpoint.port)
         checks = self._cluster_checks = answers_identity_check(conn)
         confirmed = None if identity is None else identity[1]
         self.feed(ConnectionEstablished(conn_id, confirmed, address, checks))
+
+    def _holds_established(self, host: str) -> bool:
+        """Whether an established connection (one whose address ``ConnectionEstablished``
+        reported) reaches ``host``: only then can a lookup of ``host`` mark or clear
+        anything, since a lookup is compared with the addresses connections reached."""
+        conns = self._conns
+        return bool(conns) and any(
+            view.conn_id in conns and view.key.endpoint.host == host
+            for view in self.policy.connections()
+        )
 
     def _identity_to_confirm(self, key: ConnectionKey) -> Identity | None:
         """What a dial for ``key`` confirms: its node, if it is a known broker, the policy

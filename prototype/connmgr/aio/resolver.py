@@ -1,8 +1,11 @@
 """Host-name resolution for the aio driver: what makes the proposed policy's rule (h2) work in
 the drop-in clients.
 
-The driver looks a broker's host name up when it dials it and, while the client holds a
-connection to that name, again every ``ttl_ms``, and tells the policy how every lookup ended
+The driver looks a broker's host name up when it dials it -- except a name it never looked up
+that no established connection reaches, whose dial's own resolution is then the only one
+(:meth:`Resolver.watch` starts its refreshes once the dial is established) -- and, while the
+client holds a connection to that name, again every ``ttl_ms``, and tells the policy how every
+lookup ended
 (``AddressesResolved``: the addresses of a successful answer, or the failure -- timeout,
 SERVFAIL, NXDOMAIN, an empty answer); ``ConnectionEstablished.address`` says which address a
 socket reached (:func:`peer_address`). The policy decides what a lookup means: the proposed
@@ -131,6 +134,8 @@ class Resolver:
         self._loop = asyncio.get_running_loop()
         self._answers: dict[str, frozenset[str]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._reported: set[str] = set()
+        """Names with at least one lookup reported (see :meth:`reported`)."""
         self._lookups: dict[str, asyncio.Task[None]] = {}
         self.closed = False
 
@@ -153,6 +158,18 @@ class Resolver:
             return
         await self._resolve(host, port)
 
+    def reported(self, host: str) -> bool:
+        """Whether a lookup of ``host`` was reported already, failed or not."""
+        return host in self._reported
+
+    def watch(self, host: str, port: int) -> None:
+        """Keep ``host`` fresh from now on, without looking it up now: its first lookup comes
+        one TTL later (the driver calls this when a dial it did not look up first is
+        established). Nothing if a refresh is already scheduled, or with TTL 0."""
+        if self.closed or self._ttl_s <= 0 or host in self._timers:
+            return
+        self._timers[host] = self._loop.call_later(self._ttl_s, self._expire, host, port)
+
     async def lookup_once(self, host: str, port: int) -> AddressesResolved:
         """One lookup of ``host``, given up after the timeout (reported as ``timeout``)."""
         try:
@@ -167,6 +184,7 @@ class Resolver:
             return
         if lookup.answered:
             self._answers[host] = lookup.addresses
+        self._reported.add(host)
         self._report(lookup)
         if self._ttl_s > 0 and host not in self._timers:
             self._timers[host] = self._loop.call_later(self._ttl_s, self._expire, host, port)
