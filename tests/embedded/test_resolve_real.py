@@ -287,6 +287,36 @@ def test_ip_literals_resolve_nothing(cluster: MockCluster) -> None:
     assert by_ip.ledger.count(ConnEvent.FAILED) == 0
 
 
+def test_a_first_dial_to_a_name_never_looked_up_waits_for_no_lookup(cluster: MockCluster) -> None:
+    """The first dial of a client to a name it never looked up, which no established
+    connection reaches, is not preceded by a lookup (its answer could mark nothing): the
+    policy hears the name's first answer only from the refresh one TTL after the dial was
+    established, and the name is refreshed from then on."""
+    dns = named(cluster)
+    port1 = cluster.listeners()[1][1]
+
+    async def main() -> list[Any]:
+        dns.install()
+        producer = ProposedProducer(bootstrap_servers=f"kafka-1.test:{port1}", dns_ttl_ms=20)
+        steps = record(producer.client.policy)
+        await producer.start()
+        try:
+            await producer.send_and_wait("t", b"x", partition=1)  # leader 1: kafka-1.test
+            await until(
+                lambda: any(isinstance(e, AddressesResolved) for _, e, _ in steps),
+                "a refresh of kafka-1.test",
+            )
+        finally:
+            await producer.stop()
+        return steps
+
+    events = [e for _, e, _ in asyncio.run(main())]
+    first_lookup = next(i for i, e in enumerate(events) if isinstance(e, AddressesResolved))
+    first_up = next(i for i, e in enumerate(events) if isinstance(e, ConnectionEstablished))
+    assert first_up < first_lookup
+    assert events[first_lookup] == AddressesResolved("kafka-1.test", frozenset({"127.0.0.1"}))
+
+
 # --- the resolver alone --------------------------------------------------------------------
 
 
