@@ -163,8 +163,10 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         kind: ClientKind,
         coordinators: tuple[CoordinatorRef, ...] = (),
     ) -> PolicyClient:
-        """Turn the stock ``client`` (already referenced by its producer's sender or its
-        consumer's fetcher and coordinator) into a PolicyClient in place. ``coordinators``:
+        """Turn the stock ``client`` (already referenced by its producer's sender and
+        accumulator; a consumer's fetcher and coordinator take it at ``start()``) into a
+        PolicyClient in place: aiokafka's constructors leave no way to build it as one (see
+        :mod:`connmgr.aio.dropin`). ``coordinators``:
         the ones its producer or consumer will look up (its group, its transactional id),
         looked up together with the first metadata request (see :meth:`bootstrap`)."""
         if type(client) is not AIOKafkaClient:

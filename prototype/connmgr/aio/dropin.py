@@ -6,6 +6,31 @@ builds its client as usual; the constructor then upgrades that very client objec
 :class:`~connmgr.aio.client.PolicyClient`, so the sender, fetcher and group coordinator aiokafka
 wired to it use the policy without any aiokafka code being copied.
 
+**Why the client changes class rather than being built as a PolicyClient.** aiokafka 0.14.0's
+constructors leave no seam to build the client of another class, and hand the client they
+built to its collaborators before they return:
+
+* ``AIOKafkaProducer.__init__`` calls ``AIOKafkaClient(...)`` by the name its module imported
+  (``aiokafka.producer.producer``; no argument or class attribute picks the class), passes
+  that client to the ``Sender`` (kept as ``Sender.client``) and its ``cluster`` to the
+  ``MessageAccumulator``; the client's default ``client_id`` is derived from a class counter
+  (``aiokafka-producer-N``).
+* ``AIOKafkaConsumer.__init__`` does the same (``aiokafka.consumer.consumer``) and, given
+  topics, calls ``client.set_topics(...)``, which arms a metadata update on that client;
+  ``start()`` hands the client to the fetcher and the group coordinator.
+
+A PolicyClient built beside aiokafka's would therefore have to be put back into each of those
+places -- the producer's private ``_sender``, ``_metadata`` and accumulator, the consumer's
+``_client`` and its armed update, the derived ``client_id`` -- and a holder a later aiokafka
+adds would keep the stock client and dial past the policy without any error. Patching
+``AIOKafkaClient`` in aiokafka's modules while the constructor runs would change the class of
+every client built meanwhile, anywhere in the process; copying the constructors would copy
+aiokafka's code. Changing the class of the object aiokafka built keeps every argument as
+aiokafka parsed it and every reference aiokafka took, and fails loudly
+(:meth:`PolicyClient.upgrade` accepts only an exact ``AIOKafkaClient``).
+:func:`connmgr.aio.observe.observe_client` changes a stock client's class for the same
+reasons.
+
 Misuse raises what stock aiokafka 0.14 raises in the same case (or, where stock aiokafka
 waits forever, a clear error): our own errors (:mod:`connmgr.aio.errors`) derive from
 aiokafka's exception for the case and from :class:`~connmgr.errors.ClientMisuse`, and say
