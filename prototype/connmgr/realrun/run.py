@@ -31,6 +31,8 @@ from connmgr.realrun.record import RealRun
 from connmgr.realrun.restart import check_fits, rolling_restart
 from connmgr.realrun.transactional import early_leader_dials, run_txn_producer
 from connmgr.realrun.workloads import (
+    Workload,
+    WorkloadInputs,
     java_needs_compat,
     produce_fixture,
     run_consumer,
@@ -296,25 +298,27 @@ def _start_restart(
     )
 
 
+def workload_of(client: str, spec: ScenarioSpec) -> Workload:
+    """The workload that runs ``client`` (not "java": :func:`run_java` also takes the
+    kafka-clients version) through ``spec``: librdkafka's, or aiokafka's (stock or proposed)
+    transactional producer, producer or consumer."""
+    if client == "librdkafka":
+        return run_librdkafka
+    if spec.transactional_id is not None:
+        return run_txn_producer
+    return run_producer if spec.client is ClientKind.PRODUCER else run_consumer
+
+
 async def _workload(backend: ClusterBackend, plan: RunPlan, run: RealRun, bootstrap: str) -> None:
+    work = WorkloadInputs(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
+    if plan.kafka_clients is None:
+        await workload_of(plan.client, run.spec)(work)
+        return
     real_spec = run.spec
-    if plan.kafka_clients is not None:
-        await run_java(run, backend, bootstrap, plan.options, plan.kafka_clients, plan.verify)
-        if real_spec.offsets_group is not None and run.java_log is not None:
-            cluster = real_spec.cluster
-            leaders = {cluster.leader(tp) for tp in cluster.partitions(real_spec.topics)}
-            with open(run.java_log) as log:
-                early = early_leader_dials(log, leaders)
-            run.spec = dataclasses.replace(run.spec, early_leader_dials=early)
-    elif plan.client == "librdkafka":
-        await run_librdkafka(
-            run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify
-        )
-    elif real_spec.transactional_id is not None:
-        await run_txn_producer(
-            run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify
-        )
-    elif real_spec.client is ClientKind.PRODUCER:
-        await run_producer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
-    else:
-        await run_consumer(run, backend, bootstrap, plan.options, plan.policy_settings, plan.verify)
+    await run_java(work, plan.kafka_clients)
+    if real_spec.offsets_group is not None and run.java_log is not None:
+        cluster = real_spec.cluster
+        leaders = {cluster.leader(tp) for tp in cluster.partitions(real_spec.topics)}
+        with open(run.java_log) as log:
+            early = early_leader_dials(log, leaders)
+        run.spec = dataclasses.replace(run.spec, early_leader_dials=early)

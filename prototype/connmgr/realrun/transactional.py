@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
@@ -27,10 +27,10 @@ from connmgr.javalog import (
     parse_least_loaded_picks,
     parse_sent_requests,
 )
-from connmgr.realrun.backends import ClusterBackend
 from connmgr.realrun.workloads import (
     AckClock,
     RealRunError,
+    WorkloadInputs,
     client_kwargs,
     elapsed_ms,
     measure_steady,
@@ -39,24 +39,17 @@ from connmgr.realrun.workloads import (
     transactions_of,
 )
 
-if TYPE_CHECKING:
-    from connmgr.realrun.record import RealRun
 
-
-async def run_txn_producer(
-    run: RealRun,
-    cluster: ClusterBackend,
-    bootstrap: str,
-    options: Mapping[str, int],
-    policy_settings: Mapping[str, str],
-    verify: bool,
-) -> None:
+async def run_txn_producer(work: WorkloadInputs) -> None:
     """Stock aiokafka (observed) or the proposed producer through the transactions."""
+    run, options = work.run, work.options
     spec = run.spec
     assert spec.transactional_id is not None
     count = transactions_of(options)
-    kwargs = client_kwargs(run.client, spec, policy_settings, run.seed)
-    kwargs.update(bootstrap_servers=bootstrap, acks="all", transactional_id=spec.transactional_id)
+    kwargs = client_kwargs(run.client, spec, work.policy_settings, run.seed)
+    kwargs.update(
+        bootstrap_servers=work.bootstrap, acks="all", transactional_id=spec.transactional_id
+    )
     producer = new_producer(run.client, kwargs)
     run.ledger = producer.ledger
     partitions = spec.cluster.partitions(spec.topics)
@@ -84,9 +77,9 @@ async def run_txn_producer(
         results = await asyncio.gather(*futures, return_exceptions=True)
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
         run.ttfa_ms = elapsed_ms(started, clock.first)
-        await measure_steady(run, producer.ledger, cluster, options["settle_ms"], verify)
+        await measure_steady(work, producer.ledger, options["settle_ms"])
     finally:
-        await stop_client(run, producer, cluster, verify)
+        await stop_client(work, producer)
     if run.records_acked != run.records_sent:
         raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
 

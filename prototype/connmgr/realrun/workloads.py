@@ -13,7 +13,8 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from aiokafka import AIOKafkaProducer
@@ -35,6 +36,28 @@ if TYPE_CHECKING:
 
 class RealRunError(ConnMgrError):
     """A real run could not do what its scenario asks (records lost, client failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInputs:
+    """What every workload is given, whichever client it runs (:data:`Workload`)."""
+
+    run: RealRun
+    """The run it fills: ledger, steady summary, records, timings, choices."""
+    cluster: ClusterBackend
+    bootstrap: str
+    """The client's ``bootstrap_servers``."""
+    options: Mapping[str, int]
+    """The run options (``records``, ``settle_ms``, ...: ``connmgr.realrun.run.RUN_OPTIONS``)."""
+    policy_settings: Mapping[str, str]
+    """The scenario's policy settings, as the simulator gets them."""
+    verify: bool
+    """Check the ledger against the kernel's sockets at the steady state and after stop."""
+
+
+Workload = Callable[[WorkloadInputs], Awaitable[None]]
+"""A client's workload through a scenario: fills ``work.run``, raises
+:class:`RealRunError` if records were lost (the table is ``connmgr.realrun.run.workload_of``)."""
 
 
 def client_kwargs(
@@ -154,34 +177,30 @@ async def live_consumer(run: RealRun, consumer: Any, take: Any) -> None:
                 run.commit_failures += 1
 
 
-async def measure_steady(
-    run: RealRun, ledger: ConnectionLedger, cluster: ClusterBackend, settle_ms: int, verify: bool
-) -> None:
+async def measure_steady(work: WorkloadInputs, ledger: ConnectionLedger, settle_ms: int) -> None:
+    """Wait ``settle_ms``, keep the ledger's summary as the run's steady state and, with
+    ``work.verify``, check that the kernel agrees."""
     await asyncio.sleep(settle_ms / 1000.0)
-    run.steady_summary = ledger.summary()
-    if verify:
-        await averify_against_kernel(ledger, cluster.listeners())
+    work.run.steady_summary = ledger.summary()
+    if work.verify:
+        await averify_against_kernel(ledger, work.cluster.listeners())
 
 
-async def stop_client(run: RealRun, client: Any, cluster: ClusterBackend, verify: bool) -> None:
+async def stop_client(work: WorkloadInputs, client: Any) -> None:
     """Stop the client, keep the random choices it was seen to make, and check that the
     kernel agrees nothing is left open."""
     await client.stop()
-    run.choices = list(getattr(client, "choices", []))
-    if verify:
-        await averify_against_kernel(client.ledger, cluster.listeners())
+    work.run.choices = list(getattr(client, "choices", []))
+    if work.verify:
+        await averify_against_kernel(client.ledger, work.cluster.listeners())
 
 
-async def run_producer(
-    run: RealRun,
-    cluster: ClusterBackend,
-    bootstrap: str,
-    options: Mapping[str, int],
-    policy_settings: Mapping[str, str],
-    verify: bool,
-) -> None:
-    kwargs = client_kwargs(run.client, run.spec, policy_settings, run.seed)
-    kwargs.update(bootstrap_servers=bootstrap, acks="all")
+async def run_producer(work: WorkloadInputs) -> None:
+    """Stock aiokafka (observed) or the proposed producer: ``records`` records round-robin
+    over the partitions, every one acknowledged; then the life or the settle."""
+    run, options = work.run, work.options
+    kwargs = client_kwargs(run.client, run.spec, work.policy_settings, run.seed)
+    kwargs.update(bootstrap_servers=work.bootstrap, acks="all")
     if run.life is not None:
         kwargs.update(run.life.aiokafka_kwargs())
     run.client_config = _given(kwargs)
@@ -206,25 +225,21 @@ async def run_producer(
         if run.life is not None:
             await live_producer(run, producer, clock)
         settle = 0 if run.life is not None else options["settle_ms"]
-        await measure_steady(run, producer.ledger, cluster, settle, verify)
+        await measure_steady(work, producer.ledger, settle)
     finally:
-        await stop_client(run, producer, cluster, verify)
+        await stop_client(work, producer)
     if run.records_acked != run.records_sent:
         raise RealRunError(f"{run.records_sent - run.records_acked} records not acknowledged")
 
 
-async def run_consumer(
-    run: RealRun,
-    cluster: ClusterBackend,
-    bootstrap: str,
-    options: Mapping[str, int],
-    policy_settings: Mapping[str, str],
-    verify: bool,
-) -> None:
-    kwargs = client_kwargs(run.client, run.spec, policy_settings, run.seed)
+async def run_consumer(work: WorkloadInputs) -> None:
+    """Stock aiokafka (observed) or the proposed consumer in the scenario's group: exactly
+    ``records`` distinct records, committed; then the life or the settle."""
+    run, options = work.run, work.options
+    kwargs = client_kwargs(run.client, run.spec, work.policy_settings, run.seed)
     assert run.spec.group is not None
     kwargs.update(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=work.bootstrap,
         group_id=run.spec.group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -262,9 +277,9 @@ async def run_consumer(
         if run.life is not None:
             await live_consumer(run, consumer, take)
         settle = 0 if run.life is not None else options["settle_ms"]
-        await measure_steady(run, consumer.ledger, cluster, settle, verify)
+        await measure_steady(work, consumer.ledger, settle)
     finally:
-        await stop_client(run, consumer, cluster, verify)
+        await stop_client(work, consumer)
     if len(seen) != wanted or run.duplicates:
         raise RealRunError(
             f"consumed {len(seen)} distinct records of {wanted} ({run.duplicates} duplicates)"
@@ -303,17 +318,11 @@ def java_needs_compat(version: str) -> bool:
     return int(version.split(".")[0]) >= 3
 
 
-async def run_java(
-    run: RealRun,
-    backend: ClusterBackend,
-    bootstrap: str,
-    options: Mapping[str, int],
-    version: str,
-    verify: bool,
-) -> None:
+async def run_java(work: WorkloadInputs, version: str) -> None:
     """The real Java client (kafka-clients ``version``) through the scenario, in the probe
     JVM. Its ledger comes from its NetworkClient log; with ``verify`` the log, the client's
-    own connection metrics and the kernel's view of the JVM's sockets must agree."""
+    own connection metrics and the kernel's view of the JVM's sockets must agree. It does
+    not read ``work.policy_settings``."""
     from connmgr.java import (
         TransactionPlan,
         build_probe,
@@ -322,6 +331,7 @@ async def run_java(
         run_probe,
     )
 
+    run, options = work.run, work.options
     spec = run.spec
     if len(spec.topics) != 1:
         raise RealRunError("the Java probe drives one topic per run")
@@ -342,7 +352,7 @@ async def run_java(
             run_probe,
             build,
             client=kind,
-            bootstrap=bootstrap,
+            bootstrap=work.bootstrap,
             topic=spec.topics[0],
             partitions=len(spec.cluster.topics[spec.topics[0]]),
             records=options["records"],
@@ -351,8 +361,8 @@ async def run_java(
             life_every_ms=every_ms,
             timeout_s=timeout_s,
             extra=extra,
-            sample=kernel_sampler(backend.endpoints()),
-            verify=verify,
+            sample=kernel_sampler(work.cluster.endpoints()),
+            verify=work.verify,
             transaction=(
                 None
                 if spec.transactional_id is None

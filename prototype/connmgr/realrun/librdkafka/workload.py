@@ -30,7 +30,6 @@ from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.errors import ConfigError
 from connmgr.kernel import Address
-from connmgr.realrun.backends import ClusterBackend
 from connmgr.realrun.librdkafka.account import LogAccount
 from connmgr.realrun.librdkafka.crosscheck import (
     LibrdkafkaMismatch,
@@ -38,7 +37,7 @@ from connmgr.realrun.librdkafka.crosscheck import (
     verify_with_kernel,
 )
 from connmgr.realrun.librdkafka.handle import silence_before_close
-from connmgr.realrun.workloads import RealRunError, elapsed_ms
+from connmgr.realrun.workloads import RealRunError, WorkloadInputs, elapsed_ms
 from connmgr.sim.scenarios import policy_config
 
 if TYPE_CHECKING:
@@ -109,16 +108,9 @@ def new_sink(bootstrap: Sequence[Endpoint], started: float) -> ClientSink:
     return ClientSink(LogAccount(bootstrap, lambda: (time.perf_counter() - started) * 1000.0))
 
 
-async def run_librdkafka(
-    run: RealRun,
-    backend: ClusterBackend,
-    bootstrap: str,
-    options: Mapping[str, int],
-    policy_settings: Mapping[str, str],
-    verify: bool,
-) -> None:
+async def run_librdkafka(work: WorkloadInputs) -> None:
     """confluent-kafka's producer (every record acknowledged, ``flush``) or group consumer
-    (exactly ``records`` distinct records) through ``run``'s scenario on ``backend``.
+    (exactly ``records`` distinct records) through ``run``'s scenario on ``cluster``.
 
     Fills ``run``: the ledger from librdkafka's log, the steady summary, records and the
     time to the first ack (``ttfa_ms``) or consumed record (``ttfc_ms``) from just before the
@@ -128,6 +120,7 @@ async def run_librdkafka(
     ``connections.max.idle.ms`` (-1: 0); without it librdkafka keeps its default (0: never),
     what its users run. Raises :class:`ConfigError` for a transactional scenario and
     :class:`RealRunError` if a record is lost."""
+    run, policy_settings = work.run, work.policy_settings
     if run.spec.transactional_id is not None:
         raise ConfigError(
             "--client librdkafka runs producer and consumer scenarios, not transactional ones"
@@ -136,19 +129,30 @@ async def run_librdkafka(
     if "connections_max_idle_ms" in policy_settings:
         idle = policy_config(run.spec, policy_settings).connections_max_idle_ms
         idle_ms = 0 if idle == -1 else idle
-    plan = _Plan(run, bootstrap, idle_ms, options, backend.listeners(), verify)
-    work = _produce if run.spec.client is ClientKind.PRODUCER else _consume
-    await asyncio.to_thread(work, plan)
+    plan = _Plan(work, idle_ms, work.cluster.listeners())
+    client = _produce if run.spec.client is ClientKind.PRODUCER else _consume
+    await asyncio.to_thread(client, plan)
 
 
 @dataclass(frozen=True)
 class _Plan:
-    run: RealRun
-    bootstrap: str
+    """The workload's inputs, with what the client thread needs of the cluster."""
+
+    work: WorkloadInputs
     idle_ms: int | None
-    options: Mapping[str, int]
     listeners: Mapping[int, Address]
-    verify: bool
+
+    @property
+    def run(self) -> RealRun:
+        return self.work.run
+
+    @property
+    def options(self) -> Mapping[str, int]:
+        return self.work.options
+
+    @property
+    def verify(self) -> bool:
+        return self.work.verify
 
     def start(self) -> tuple[ClientSink, dict[str, Any], float]:
         """The clock's start (now), a sink on it, and the client's settings."""
@@ -156,7 +160,7 @@ class _Plan:
         sink = new_sink(self.run.spec.bootstrap, started)
         self.run.ledger = sink.account.ledger
         client_id = f"connmgr-{self.run.scenario}"
-        config = client_config(sink, self.bootstrap, client_id, self.idle_ms)
+        config = client_config(sink, self.work.bootstrap, client_id, self.idle_ms)
         if self.run.life is not None:
             config.update(self.run.life.librdkafka_config())
         self.run.client_config = {
