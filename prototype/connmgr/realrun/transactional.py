@@ -77,7 +77,7 @@ async def run_txn_producer(work: WorkloadInputs) -> None:
         results = await asyncio.gather(*futures, return_exceptions=True)
         run.records_acked = sum(1 for r in results if not isinstance(r, BaseException))
         run.ttfa_ms = elapsed_ms(started, clock.first)
-        await measure_steady(work, producer.ledger, options["settle_ms"])
+        await measure_steady(work, producer.ledger)
     finally:
         await stop_client(work, producer)
     if run.records_acked != run.records_sent:

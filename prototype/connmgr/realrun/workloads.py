@@ -177,11 +177,13 @@ async def live_consumer(run: RealRun, consumer: Any, take: Any) -> None:
                 run.commit_failures += 1
 
 
-async def measure_steady(work: WorkloadInputs, ledger: ConnectionLedger, settle_ms: int) -> None:
-    """Wait ``settle_ms``, keep the ledger's summary as the run's steady state and, with
-    ``work.verify``, check that the kernel agrees."""
-    await asyncio.sleep(settle_ms / 1000.0)
-    work.run.steady_summary = ledger.summary()
+async def measure_steady(work: WorkloadInputs, ledger: ConnectionLedger) -> None:
+    """After the workload (and its life, if the run has one), keep the ledger's summary as
+    the run's steady state and, with ``work.verify``, check that the kernel agrees. A run
+    without a life first waits the ``settle_ms`` run option; a life is its settle."""
+    run = work.run
+    await asyncio.sleep(0 if run.life is not None else work.options["settle_ms"] / 1000.0)
+    run.steady_summary = ledger.summary()
     if work.verify:
         await averify_against_kernel(ledger, work.cluster.listeners())
 
@@ -224,8 +226,7 @@ async def run_producer(work: WorkloadInputs) -> None:
         run.ttfa_ms = elapsed_ms(started, clock.first)
         if run.life is not None:
             await live_producer(run, producer, clock)
-        settle = 0 if run.life is not None else options["settle_ms"]
-        await measure_steady(work, producer.ledger, settle)
+        await measure_steady(work, producer.ledger)
     finally:
         await stop_client(work, producer)
     if run.records_acked != run.records_sent:
@@ -276,8 +277,7 @@ async def run_consumer(work: WorkloadInputs) -> None:
         await consumer.commit()
         if run.life is not None:
             await live_consumer(run, consumer, take)
-        settle = 0 if run.life is not None else options["settle_ms"]
-        await measure_steady(work, consumer.ledger, settle)
+        await measure_steady(work, consumer.ledger)
     finally:
         await stop_client(work, consumer)
     if len(seen) != wanted or run.duplicates:
