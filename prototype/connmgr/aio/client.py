@@ -192,6 +192,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._assignment_task: asyncio.Task[None] | None = None
         # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
         self._metadata_failure: MetadataFailure | None = None
+        self._timeout_s = float(self._request_timeout_ms) / 1000.0
+        """How long a request waits for the policy's connection: ``request_timeout_ms``."""
         idle = self._connections_max_idle_ms
         self.policy_config = PolicyConfig(
             bootstrap=parse_bootstrap(self._bootstrap_servers),
@@ -246,10 +248,6 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             sasl_kerberos_domain_name=self._sasl_kerberos_domain_name,
             sasl_oauth_token_provider=self._sasl_oauth_token_provider,
         )
-
-    @property
-    def _timeout_s(self) -> float:
-        return float(self._request_timeout_ms) / 1000.0
 
     async def _acquire(self, make_event: Any) -> Leased:
         try:

@@ -144,6 +144,9 @@ class PolicyDriver:
         self._waiters: dict[int, asyncio.Future[Leased]] = {}
         self._leased: dict[int, int] = {}
         self._pump = EventPump(policy, self, lambda: self.now_ms)
+        self.feed: Callable[[Event], None] = self._pump.feed
+        """Hand an event to the policy and carry out the actions, in order (the pump's
+        ``feed``, bound here: it is called for every event)."""
         self._wake: asyncio.TimerHandle | None = None
         self._next_request = 1
         self.closed = False
@@ -219,12 +222,6 @@ class PolicyDriver:
         conn = self._conns.get(lease.conn_id)
         if conn is not None:
             conn.close()  # our on_close hook reports it to the policy as a peer close
-
-    # --- the policy ----------------------------------------------------------------------
-
-    def feed(self, event: Event) -> None:
-        """Hand ``event`` to the policy and carry out the actions, in order."""
-        self._pump.feed(event)
 
     # --- the driver contract's operations ---------------------------------------------------
 
