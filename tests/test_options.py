@@ -35,13 +35,21 @@ DOC = Path(__file__).parent.parent / "docs" / "drop-in-clients.md"
 BASE = PolicyConfig(bootstrap=(Endpoint("a", 1), Endpoint("b", 2)))
 
 
-def test_every_config_field_but_extra_is_a_declared_option() -> None:
-    names = [f.name for f in dataclasses.fields(PolicyConfig) if f.name != "extra"]
+def test_every_config_field_is_a_declared_option() -> None:
+    names = [f.name for f in dataclasses.fields(PolicyConfig)]
     assert [s.name for s in CONFIG_OPTIONS] == names
     assert {s.name: s.default for s in CONFIG_OPTIONS if not s.required} == {
         n: getattr(BASE, n) for n in names if n != "bootstrap"
     }
     assert set(POLICY_OPTIONS) <= set(names)
+
+
+def test_a_policy_config_is_a_hashable_value() -> None:
+    settings = {"max_connections": "3", "replay_choices": "3,1"}
+    same = BASE.with_settings(settings)
+    assert hash(same) == hash(BASE.with_settings(settings))
+    assert {same: 1}[BASE.with_settings(settings)] == 1
+    assert same != BASE
 
 
 def test_the_drop_in_keywords_are_the_declared_ones() -> None:

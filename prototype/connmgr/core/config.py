@@ -1,6 +1,6 @@
 """Policy configuration: one frozen value, validated when built.
 
-Each field of :class:`PolicyConfig` but ``extra`` is a policy option, declared there once with
+Each field of :class:`PolicyConfig` is a policy option, declared there once with
 its help text and where it can be set (:func:`~connmgr.core.options.option`);
 :data:`CONFIG_OPTIONS` derives the rest (parsing, drop-in keywords, help, docs tables) from
 those fields. Option names follow the Kafka client configuration keys they model (in snake
@@ -30,7 +30,8 @@ class ClientKind(enum.Enum):
 class PolicyConfig:
     """Everything a policy needs to know about its client, apart from events.
 
-    Durations are in milliseconds. Each option's meaning is its ``option(...)`` help.
+    Durations are in milliseconds. Each option's meaning is its ``option(...)`` help. A
+    value: frozen, compared and hashed by its fields.
     """
 
     bootstrap: tuple[Endpoint, ...] = field(
@@ -152,7 +153,6 @@ class PolicyConfig:
             "then closes",
         ),
     )
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.bootstrap:

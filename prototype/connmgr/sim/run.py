@@ -14,9 +14,7 @@ from connmgr.sim.result import RunResult
 from connmgr.sim.scenarios import ScenarioSpec, get_scenario, policy_config
 from connmgr.sim.simulator import Simulator
 
-POLICY_OPTIONS = frozenset(
-    f.name for f in dataclasses.fields(PolicyConfig) if f.name not in ("extra", "client")
-)
+POLICY_OPTIONS = frozenset(f.name for f in dataclasses.fields(PolicyConfig) if f.name != "client")
 
 
 def split_settings(
