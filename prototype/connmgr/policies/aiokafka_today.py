@@ -17,11 +17,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
+from connmgr.core.decisions import Decision, Drain
 from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
@@ -33,7 +35,6 @@ from connmgr.core.rng import RandomSource
 class AiokafkaTodayPolicy(Policy):
     name: ClassVar[str] = "aiokafka-today"
     summary: ClassVar[str] = "aiokafka 0.14: bootstrap then close, random node for metadata"
-    library: ClassVar[str] = "aiokafka"
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
@@ -96,8 +97,10 @@ class AiokafkaTodayPolicy(Policy):
                 return self.get_or_dial(key)
         return None
 
-    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+    def on_metadata(
+        self, old: ClusterMetadata | None, via: Connection | None
+    ) -> Iterator[Decision]:
         if via is None or via.role is not Role.BOOTSTRAP:
             return
         if self.metadata is not None and self.metadata.brokers:
-            self.drain(via, CloseReason.BOOTSTRAP_DONE)
+            yield Drain(via, CloseReason.BOOTSTRAP_DONE)

@@ -78,8 +78,6 @@ POLL_LOOP_MS = 0.01
 class JavaTodayPolicy(Policy):
     name: ClassVar[str] = "java-today"
     summary: ClassVar[str] = "Java kafka-clients today (trunk): leastLoadedNode, node-id keys"
-    library: ClassVar[str] = "java"
-    pushes_telemetry: ClassVar[bool] = True
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(config, rng)
@@ -91,9 +89,6 @@ class JavaTodayPolicy(Policy):
         self._looping: dict[int, float] = {}
         """Requests whose caller re-picks on every poll loop (:data:`POLL_LOOP_APIS`), with
         the time of their last loop."""
-        self._nodes: list[tuple[NodeIdentity, Endpoint]] = []
-        self._nodes_of: object = None
-        """The metadata :meth:`java_nodes` last built its list from."""
         self._lookups: dict[int, int | None] = {}
         """FindCoordinator requests already placed once -> their recorded node (Java id), or
         None when the record had none left: each lookup takes one, on its first placement."""
@@ -105,17 +100,15 @@ class JavaTodayPolicy(Policy):
 
     def java_nodes(self) -> list[tuple[NodeIdentity, Endpoint]]:
         """The nodes the client knows, in metadata order: bootstrap nodes until metadata.
-        The list is built once per metadata response (metadata is immutable): at 10,000
+        The list is built once per set of facts (:meth:`Derived.of_facts`): at 10,000
         brokers, building it on every pick was most of a simulated hour's CPU."""
+        return self.derived.of_facts("java_nodes", self._java_nodes)
+
+    def _java_nodes(self) -> list[tuple[NodeIdentity, Endpoint]]:
         md = self.metadata
-        if self._nodes_of is not md or md is None:
-            nodes: list[tuple[NodeIdentity, Endpoint]]
-            if md is None or not md.brokers:
-                nodes = [(BootstrapNode(i), ep) for i, ep in enumerate(self.config.bootstrap)]
-            else:
-                nodes = [(BrokerNode(b.broker_id), b.endpoint) for b in md.brokers]
-            self._nodes, self._nodes_of = nodes, md
-        return self._nodes
+        if md is None or not md.brokers:
+            return [(BootstrapNode(i), ep) for i, ep in enumerate(self.config.bootstrap)]
+        return [(BrokerNode(b.broker_id), b.endpoint) for b in md.brokers]
 
     def random_offset(self, n: int) -> int:
         if self._pinned_offset is not None and self.metadata is None:
