@@ -61,29 +61,6 @@ class PolicyConfig:
             "replay a recorded run)",
         ),
     )
-    replay_choices: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "broker ids a recorded run chose at random for any-node requests, in order; a "
-            "model replays them instead of drawing (observing a real client's choices rather "
-            "than loosening a comparison); empty: draw from the policy's random source"
-        ),
-    )
-    replay_telemetry: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "where a recorded Java run sent its GetTelemetrySubscriptions request (node ids), "
-            "to replay; empty: the model picks with leastLoadedNode"
-        ),
-    )
-    replay_lookups: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "where a recorded Java run sent its FindCoordinator requests (node ids, in "
-            "order), to replay a lookup that went to a node it already had a connection to; "
-            "empty: the model picks with leastLoadedNode"
-        ),
-    )
     # Proposed policy only:
     warm_up: bool = field(
         default=False,
