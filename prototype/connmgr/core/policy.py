@@ -108,7 +108,8 @@ class Policy(ABC):
         self.derived = self._do.derived
         """What the policy's decisions derive from its state, dropped when it changes."""
         self._book = self._do.book
-        self._now = 0.0
+        self.now_ms = 0.0
+        """The time of the event being handled (the last one's, between events)."""
         self._wake_at: float | None = None
         self._md_count = 0
         self._refresh_asked = False
@@ -117,9 +118,9 @@ class Policy(ABC):
 
     def handle(self, event: Event, now_ms: float) -> list[Action]:
         """Apply ``event`` at time ``now_ms`` and return the actions to carry out, in order."""
-        if now_ms < self._now:
-            raise PolicyMisuse(f"time went backwards: {now_ms} < {self._now} ({self!r})")
-        self._now = self._do.now_ms = now_ms
+        if now_ms < self.now_ms:
+            raise PolicyMisuse(f"time went backwards: {now_ms} < {self.now_ms} ({self!r})")
+        self.now_ms = self._do.now_ms = now_ms
         out: list[Action] = []
         self._out = self._do.out = out
         # The two events of the hot path by exact type, before the match in _dispatch: a
@@ -254,10 +255,6 @@ class Policy(ABC):
     # --- read-only views -----------------------------------------------------------------
 
     @property
-    def now_ms(self) -> float:
-        return self._now
-
-    @property
     def closed(self) -> bool:
         """Whether the client closed (every connection closed, no request taken)."""
         return self._do.closed
@@ -285,25 +282,14 @@ class Policy(ABC):
 
     def in_backoff(self, key: ConnectionKey) -> bool:
         """Whether ``key``'s last dial failed and its reconnect backoff still runs."""
-        return self.table.in_backoff(key, self._now)
-
-    def leaders_in_use(self) -> frozenset[int]:
-        """The brokers leading a partition the client uses (every leader until the client
-        says which partitions it uses)."""
-        return self.derived.of_facts("leaders_in_use", self._leaders_in_use)
-
-    def _leaders_in_use(self) -> frozenset[int]:
-        md, interest = self.metadata, self.interest
-        if md is None:
-            return frozenset()
-        return md.leader_ids if interest is None else md.leaders_for(interest)
+        return self.table.in_backoff(key, self.now_ms)
 
     def __repr__(self) -> str:
         states = Counter(c.state.value for c in self.table.all())
         summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none"
         brokers = len(self.metadata.brokers) if self.metadata else 0
         return (
-            f"<{type(self).__name__} t={self._now:.0f}ms conns: {summary}; pending="
+            f"<{type(self).__name__} t={self.now_ms:.0f}ms conns: {summary}; pending="
             f"{len(self._book.pending)} brokers={brokers} coordinators={self.coordinators!r}"
             f"{' closed' if self.closed else ''}>"
         )
@@ -379,7 +365,7 @@ class Policy(ABC):
     def _schedule_wake(self) -> None:
         # Deadlines at or before now were handled by review() just now; asking to be woken
         # for them again would loop.
-        now = self._now
+        now = self.now_ms
         at: float | None = None
         if not self.closed:
             first = self._do.idle.first

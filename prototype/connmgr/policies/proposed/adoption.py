@@ -12,7 +12,11 @@ from connmgr.core.identity import BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
 from connmgr.core.state import ConnState
-from connmgr.policies.proposed.coordinators import coordinators_by_purpose, wanted
+from connmgr.policies.proposed.coordinators import (
+    coordinators_by_purpose,
+    leaders_in_use,
+    wanted,
+)
 
 
 class Adoption:
@@ -157,9 +161,8 @@ class Adoption:
         """A confirmed bootstrap socket becomes the broker's data connection, or its
         coordination connection when the broker is only the consumer's group coordinator."""
         by_purpose = coordinators_by_purpose(self._policy)
-        if (
-            broker_id in by_purpose[Purpose.COORDINATION]
-            and broker_id not in self._policy.leaders_in_use()
+        if broker_id in by_purpose[Purpose.COORDINATION] and broker_id not in leaders_in_use(
+            self._policy
         ):
             return Purpose.COORDINATION
         return Purpose.DATA

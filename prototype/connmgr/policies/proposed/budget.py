@@ -56,7 +56,7 @@ class SocketBudget:
 
     def _has_room(self, freed: int = 0) -> bool:
         cap = self._policy.config.max_connections
-        return cap is None or self._policy.socket_count() - freed < cap
+        return cap is None or self._policy.metrics.open_now - freed < cap
 
     def _victim(self, spared: frozenset[int]) -> Connection | None:
         """The quiet connection to close for a dial: unneeded first, then least recently

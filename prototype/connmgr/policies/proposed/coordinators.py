@@ -17,7 +17,7 @@ behind no long poll, so they ride the data connection too: with both coordinator
 broker the producer holds one socket there, not two.
 
 What the client needs (:func:`wanted`), which rules (c) and (g) read: a connection to a leader
-in use, and one of the right purpose to each coordinator.
+in use (:func:`leaders_in_use`), and one of the right purpose to each coordinator.
 """
 
 from __future__ import annotations
@@ -53,9 +53,22 @@ def coordinators_by_purpose(policy: Policy) -> dict[Purpose, frozenset[int]]:
     return policy.derived.of_facts("coordinators_by_purpose", compute)
 
 
+def leaders_in_use(policy: Policy) -> frozenset[int]:
+    """The brokers leading a partition the client uses (every leader until the client says
+    which partitions it uses)."""
+
+    def compute() -> frozenset[int]:
+        md, interest = policy.metadata, policy.interest
+        if md is None:
+            return frozenset()
+        return md.leader_ids if interest is None else md.leaders_for(interest)
+
+    return policy.derived.of_facts("leaders_in_use", compute)
+
+
 def wanted(policy: Policy, broker_id: int) -> bool:
     """Whether a role needs a connection to ``broker_id``: a leader in use, or a
     coordinator."""
-    if broker_id in policy.leaders_in_use():
+    if broker_id in leaders_in_use(policy):
         return True
     return any(broker_id in ids for ids in coordinators_by_purpose(policy).values())

@@ -19,7 +19,7 @@ from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 from connmgr.policies.proposed.adoption import Adoption
 from connmgr.policies.proposed.budget import SocketBudget
-from connmgr.policies.proposed.coordinators import coordinator_purpose
+from connmgr.policies.proposed.coordinators import coordinator_purpose, leaders_in_use
 from connmgr.policies.proposed.prompt_close import PromptClose
 from connmgr.policies.proposed.stale_address import StaleAddresses
 
@@ -95,7 +95,7 @@ class ProposedPolicy(Policy):
         for step in range(len(servers)):
             index = (self._boot_cursor + step) % len(servers)
             key = ConnectionKey(servers[index], BootstrapNode(index), Purpose.DATA)
-            if not self.in_backoff(key):
+            if not self.table.in_backoff(key, self.now_ms):
                 self._boot_cursor = index
                 return self.get_or_dial(key)
         return None
@@ -105,7 +105,7 @@ class ProposedPolicy(Policy):
         needed anyway), else a random broker; none backing off."""
         md = self.metadata
         assert md is not None
-        leaders = sorted(self.leaders_in_use())
+        leaders = sorted(leaders_in_use(self))
         others = [b.broker_id for b in md.brokers if b.broker_id not in leaders]
         offset = self.rng.randrange(len(others)) if others else 0
         for broker_id in leaders + others[offset:] + others[:offset]:
@@ -113,7 +113,7 @@ class ProposedPolicy(Policy):
             if endpoint is None:
                 continue
             key = ConnectionKey(endpoint, BrokerNode(broker_id), Purpose.DATA)
-            if not self.in_backoff(key) and self.table.live(key) is None:
+            if not self.table.in_backoff(key, self.now_ms) and self.table.live(key) is None:
                 return self.get_or_dial(key)
         return None
 

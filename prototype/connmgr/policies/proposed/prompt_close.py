@@ -11,7 +11,7 @@ from connmgr.core.identity import Purpose, Role
 from connmgr.core.policy import Policy
 from connmgr.core.state import ConnState
 from connmgr.policies.proposed.adoption import Adoption
-from connmgr.policies.proposed.coordinators import coordinators_by_purpose
+from connmgr.policies.proposed.coordinators import coordinators_by_purpose, leaders_in_use
 
 
 class PromptClose:
@@ -34,7 +34,7 @@ class PromptClose:
         """(kept for their role, busy): the READY connections a role keeps (with the
         any-node anchor), and those only a request in flight or queued keeps."""
         policy = self._policy
-        leaders = policy.leaders_in_use()
+        leaders = leaders_in_use(policy)
         ready = [c for c in policy.table.records() if c.state is ConnState.READY]
         kept = {c.conn_id for c in ready if self._needed(c, leaders)}
         busy = {c.conn_id for c in ready if c.busy and c.conn_id not in kept}
