@@ -1,6 +1,4 @@
-"""Rule (f) of the proposed policy: coordinators, and what the client needs.
-
-f. Coordinators are plural (a group coordinator, a transaction coordinator, ...), each with its
+"""f. Coordinators are plural (a group coordinator, a transaction coordinator, ...), each with its
    own placement and its own entry among the needed connections. A consumer's group
    coordinator gets its own coordination connection (group requests must not queue behind
    long-poll fetches), or shares the data connection with ``share_coordinator``; a
@@ -13,8 +11,8 @@ coordinator's requests are short and its producer's data connections carry only 
 they ride the data connection to that broker -- as the Java client's transaction manager does
 -- which exists anyway when the broker leads a partition the producer writes. A producer's
 group requests (``TxnOffsetCommit`` in a consume-transform-produce loop) are as short and wait
-behind no long poll, so they ride the data connection too: with both coordinators on one
-broker the producer holds one socket there, not two.
+behind no long poll, so they ride the data connection too: with both coordinators on one broker
+the producer holds one socket there, not two.
 
 What the client needs (:func:`wanted`), which rules (c) and (g) read: a connection to a leader
 in use (:func:`leaders_in_use`), and one of the right purpose to each coordinator.
