@@ -14,6 +14,7 @@ connection's address: the baselines ignore the reports and wait out ``request_ti
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from functools import cache
 
 import pytest
@@ -38,6 +39,7 @@ from connmgr.core import (
     parse_bootstrap,
 )
 from connmgr.core.actions import Action
+from connmgr.core.decisions import CloseNow, Decision
 from connmgr.core.policy import Policy
 from connmgr.core.state import ConnState
 from connmgr.errors import PolicyMisuse
@@ -57,8 +59,8 @@ class DeafProposed(ProposedPolicy):
 
     name = "proposed-deaf"
 
-    def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
-        pass
+    def on_addresses_resolved(self, lookup: AddressesResolved) -> Iterator[Decision]:
+        return iter(())
 
 
 class HastyProposed(ProposedPolicy):
@@ -67,7 +69,7 @@ class HastyProposed(ProposedPolicy):
 
     name = "proposed-hasty"
 
-    def on_addresses_resolved(self, lookup: AddressesResolved) -> None:
+    def on_addresses_resolved(self, lookup: AddressesResolved) -> Iterator[Decision]:
         for conn in self.table.records():
             if (
                 conn.state in (ConnState.READY, ConnState.DRAINING)
@@ -75,7 +77,7 @@ class HastyProposed(ProposedPolicy):
                 and conn.address not in lookup.addresses
                 and conn.key.endpoint.host == lookup.host
             ):
-                self.close(conn, CloseReason.STALE_ADDRESS)
+                yield CloseNow(conn, CloseReason.STALE_ADDRESS)
 
 
 def answer(*addresses: str) -> AddressesResolved:

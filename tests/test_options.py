@@ -29,19 +29,28 @@ from connmgr.core.endpoint import Endpoint
 from connmgr.core.options import INT, Reach, declared_options, option
 from connmgr.docblocks import block, options_help, options_markdown
 from connmgr.errors import ConfigError, UnknownName
-from connmgr.sim.run import POLICY_OPTIONS
+from connmgr.sim.run import POLICY_OPTIONS, simulate
+from connmgr.testing.recorded import RECORDED_OPTIONS, split_recorded
 
 DOC = Path(__file__).parent.parent / "docs" / "drop-in-clients.md"
 BASE = PolicyConfig(bootstrap=(Endpoint("a", 1), Endpoint("b", 2)))
 
 
-def test_every_config_field_but_extra_is_a_declared_option() -> None:
-    names = [f.name for f in dataclasses.fields(PolicyConfig) if f.name != "extra"]
+def test_every_config_field_is_a_declared_option() -> None:
+    names = [f.name for f in dataclasses.fields(PolicyConfig)]
     assert [s.name for s in CONFIG_OPTIONS] == names
     assert {s.name: s.default for s in CONFIG_OPTIONS if not s.required} == {
         n: getattr(BASE, n) for n in names if n != "bootstrap"
     }
-    assert set(POLICY_OPTIONS) <= set(names)
+    assert set(POLICY_OPTIONS) == (set(names) - {"client"}) | {s.name for s in RECORDED_OPTIONS}
+
+
+def test_a_policy_config_is_a_hashable_value() -> None:
+    settings = {"max_connections": "3", "expected_cluster_id": "c1"}
+    same = BASE.with_settings(settings)
+    assert hash(same) == hash(BASE.with_settings(settings))
+    assert {same: 1}[BASE.with_settings(settings)] == 1
+    assert same != BASE
 
 
 def test_the_drop_in_keywords_are_the_declared_ones() -> None:
@@ -73,8 +82,6 @@ def test_the_drop_in_keywords_are_the_declared_ones() -> None:
         ("bootstrap_offset", "", None),
         ("expected_cluster_id", "abc", "abc"),
         ("expected_cluster_id", "null", None),
-        ("replay_choices", "3,1,-2", (3, 1, -2)),
-        ("replay_telemetry", "", ()),
         ("client", "Producer", ClientKind.PRODUCER),
         ("bootstrap", "x:9,y:10", (Endpoint("x", 9), Endpoint("y", 10))),
     ],
@@ -90,7 +97,6 @@ def test_settings_parse_by_the_declared_type(name: str, text: str, value: object
         ("warm_up", "maybe", "warm_up='maybe': expected true or false"),
         ("connection_linger_ms", "none", "connection_linger_ms='none': expected an integer"),
         ("max_connections", "many", "max_connections='many': expected an integer"),
-        ("replay_choices", "3,x", "replay_choices='3,x': expected node ids like 3,1,-2"),
         ("client", "admin", "client='admin': expected producer or consumer"),
     ],
 )
@@ -98,6 +104,38 @@ def test_bad_settings_say_what_was_expected(name: str, text: str, message: str) 
     with pytest.raises(ConfigError) as info:
         BASE.with_settings({name: text})
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("replay_choices", "3,1,-2", (3, 1, -2)),
+        ("replay_telemetry", "", ()),
+        ("replay_lookups", "-3", (-3,)),
+    ],
+)
+def test_recorded_choices_parse_apart_from_the_policy_config(
+    name: str, text: str, value: object
+) -> None:
+    rest, recorded = split_recorded({name: text, "max_connections": "2"})
+    assert rest == {"max_connections": "2"}
+    assert getattr(recorded, name) == value
+    assert name not in {f.name for f in dataclasses.fields(PolicyConfig)}
+    with pytest.raises(UnknownName, match=name):
+        BASE.with_settings({name: text})
+
+
+def test_only_the_models_of_todays_clients_replay_recorded_choices() -> None:
+    replayed = simulate("seed-consumer", "aiokafka-today", {"replay_choices": "1"})
+    assert replayed.opened >= 1
+    with pytest.raises(ConfigError, match="'proposed' replays no recorded choices"):
+        simulate("seed-consumer", "proposed", {"replay_choices": "1"})
+
+
+def test_a_malformed_recorded_choice_says_what_was_expected() -> None:
+    with pytest.raises(ConfigError) as info:
+        split_recorded({"replay_choices": "3,x"})
+    assert str(info.value) == "replay_choices='3,x': expected node ids like 3,1,-2"
 
 
 def test_unknown_settings_list_the_options() -> None:
@@ -148,6 +186,7 @@ def test_cli_help_lists_every_settable_option(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     for spec in CONFIG_OPTIONS:
         assert (f"  {spec.name}=" in out) == (spec.name in POLICY_OPTIONS)
+    assert all(f"  {spec.name}=" in out for spec in RECORDED_OPTIONS)
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     out = capsys.readouterr().out

@@ -25,6 +25,7 @@ from connmgr.policies import POLICIES
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import POLICY_OPTIONS, simulate
 from connmgr.sim.scenarios import SCENARIOS
+from connmgr.testing.recorded import RECORDED_OPTIONS
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
@@ -79,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
             "scenario parameters (see `connmgr scenarios`) and the policy options below."
         ),
         epilog="policy options (--set NAME=VALUE; default shown):\n"
-        + options_help(tuple(s for s in CONFIG_OPTIONS if s.name in POLICY_OPTIONS)),
+        + options_help(tuple(s for s in CONFIG_OPTIONS if s.name in POLICY_OPTIONS))
+        + "\nrecorded choices the models of today's clients replay (--set NAME=VALUE):\n"
+        + options_help(RECORDED_OPTIONS),
     )
     sim.add_argument("scenario", metavar="SCENARIO", help="a name from `connmgr scenarios`")
     sim.add_argument(

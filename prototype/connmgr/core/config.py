@@ -1,6 +1,6 @@
 """Policy configuration: one frozen value, validated when built.
 
-Each field of :class:`PolicyConfig` but ``extra`` is a policy option, declared there once with
+Each field of :class:`PolicyConfig` is a policy option, declared there once with
 its help text and where it can be set (:func:`~connmgr.core.options.option`);
 :data:`CONFIG_OPTIONS` derives the rest (parsing, drop-in keywords, help, docs tables) from
 those fields. Option names follow the Kafka client configuration keys they model (in snake
@@ -30,7 +30,8 @@ class ClientKind(enum.Enum):
 class PolicyConfig:
     """Everything a policy needs to know about its client, apart from events.
 
-    Durations are in milliseconds. Each option's meaning is its ``option(...)`` help.
+    Durations are in milliseconds. Each option's meaning is its ``option(...)`` help. A
+    value: frozen, compared and hashed by its fields.
     """
 
     bootstrap: tuple[Endpoint, ...] = field(
@@ -58,29 +59,6 @@ class PolicyConfig:
             reach=Reach.DROP_IN_TESTS,
             meaning="index of the bootstrap server tried first (pins the random start, to "
             "replay a recorded run)",
-        ),
-    )
-    replay_choices: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "broker ids a recorded run chose at random for any-node requests, in order; a "
-            "model replays them instead of drawing (observing a real client's choices rather "
-            "than loosening a comparison); empty: draw from the policy's random source"
-        ),
-    )
-    replay_telemetry: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "where a recorded Java run sent its GetTelemetrySubscriptions request (node ids), "
-            "to replay; empty: the model picks with leastLoadedNode"
-        ),
-    )
-    replay_lookups: tuple[int, ...] = field(
-        default=(),
-        metadata=option(
-            "where a recorded Java run sent its FindCoordinator requests (node ids, in "
-            "order), to replay a lookup that went to a node it already had a connection to; "
-            "empty: the model picks with leastLoadedNode"
         ),
     )
     # Proposed policy only:
@@ -152,7 +130,6 @@ class PolicyConfig:
             "then closes",
         ),
     )
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.bootstrap:

@@ -17,26 +17,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
+from connmgr.core.decisions import Decision, Drain
 from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
+from connmgr.testing.recorded import NOTHING_RECORDED, RecordedChoices
 
 
 class AiokafkaTodayPolicy(Policy):
     name: ClassVar[str] = "aiokafka-today"
     summary: ClassVar[str] = "aiokafka 0.14: bootstrap then close, random node for metadata"
-    library: ClassVar[str] = "aiokafka"
 
-    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+    def __init__(
+        self, config: PolicyConfig, rng: RandomSource, recorded: RecordedChoices = NOTHING_RECORDED
+    ) -> None:
         super().__init__(config, rng)
+        self.recorded = recorded
+        """A recorded run's broker choices (``replay_choices``), replayed in order."""
         self._replayed = 0
         order = list(range(len(config.bootstrap)))
         if config.bootstrap_offset is None:
@@ -76,8 +82,8 @@ class AiokafkaTodayPolicy(Policy):
 
     def _random_broker(self, md: ClusterMetadata) -> int:
         """aiokafka's ``random.choice`` over known brokers, or the next replayed choice."""
-        while self._replayed < len(self.config.replay_choices):
-            choice = self.config.replay_choices[self._replayed]
+        while self._replayed < len(self.recorded.replay_choices):
+            choice = self.recorded.replay_choices[self._replayed]
             self._replayed += 1
             if choice in md.by_id:
                 return choice
@@ -96,8 +102,10 @@ class AiokafkaTodayPolicy(Policy):
                 return self.get_or_dial(key)
         return None
 
-    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+    def on_metadata(
+        self, old: ClusterMetadata | None, via: Connection | None
+    ) -> Iterator[Decision]:
         if via is None or via.role is not Role.BOOTSTRAP:
             return
         if self.metadata is not None and self.metadata.brokers:
-            self.drain(via, CloseReason.BOOTSTRAP_DONE)
+            yield Drain(via, CloseReason.BOOTSTRAP_DONE)

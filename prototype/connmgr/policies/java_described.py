@@ -23,10 +23,12 @@ because it models the articles, not the client.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from connmgr.core.config import ClientKind
 from connmgr.core.connections import Connection
+from connmgr.core.decisions import Decision, Open
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.request import Request, ToBootstrap
@@ -36,7 +38,6 @@ from connmgr.policies.java_today import JavaTodayPolicy
 class JavaDescribedPolicy(JavaTodayPolicy):
     name: ClassVar[str] = "java-described"
     summary: ClassVar[str] = "Java client as the 2019 articles describe it (2.1: P1-P6, C1-C6)"
-    find_coordinator_with_first_metadata: ClassVar[bool] = True
 
     _first_bootstrap: Connection | None = None
 
@@ -44,7 +45,7 @@ class JavaDescribedPolicy(JavaTodayPolicy):
     def _producer(self) -> bool:
         return self.config.client is ClientKind.PRODUCER
 
-    def on_bootstrap(self) -> None:
+    def on_bootstrap(self) -> Iterator[Decision]:
         if not self._producer:
             return
         n = len(self.config.bootstrap)
@@ -52,7 +53,9 @@ class JavaDescribedPolicy(JavaTodayPolicy):
         for i in range(n):
             index = (offset + i) % n
             key = ConnectionKey(self.config.bootstrap[index], BootstrapNode(index), Purpose.DATA)
-            conn = self.table.live(key) or self.get_or_dial(key)
+            if self.table.live(key) is None:
+                yield Open(key)
+            conn = self.table.live(key)  # None: the key is backing off
             if self._first_bootstrap is None:
                 self._first_bootstrap = conn
 
@@ -66,10 +69,12 @@ class JavaDescribedPolicy(JavaTodayPolicy):
             return first
         return super().place(request)
 
-    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+    def on_metadata(
+        self, old: ClusterMetadata | None, via: Connection | None
+    ) -> Iterator[Decision]:
         if not self._producer or not self.metadata:
             return
         for broker in self.metadata.brokers:
             node = BrokerNode(broker.broker_id)
             if self.table.live_for_node(node, Purpose.DATA) is None:
-                self.get_or_dial(ConnectionKey(broker.endpoint, node, Purpose.DATA))
+                yield Open(ConnectionKey(broker.endpoint, node, Purpose.DATA))

@@ -43,12 +43,14 @@ compared on moves a broker, so it changes nothing here either.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind
 from connmgr.core.connections import Connection
 from connmgr.core.coordinator import CoordinatorKind
+from connmgr.core.decisions import CloseNow, Decision, Dial, DialDecision
 from connmgr.core.identity import BootstrapNode, BrokerNode, CoordinatorNode, NodeIdentity
 from connmgr.core.state import ConnState
 from connmgr.policies.java_today import JavaTodayPolicy
@@ -75,23 +77,24 @@ class JavaPatchedPolicy(JavaTodayPolicy):
     def _bootstrap_cluster_current(self) -> bool:
         return self.metadata is None or not self.metadata.brokers
 
-    def start_dial(self, conn: Connection) -> None:
-        super().start_dial(conn)
+    def before_dial(self, conn: Connection) -> DialDecision:
+        """Every dial goes ahead; one to a bootstrap node while the bootstrap cluster is
+        current is tracked for rule (b0)."""
         if isinstance(conn.key.node, BootstrapNode) and self._bootstrap_cluster_current():
             if self._tracked is None:
                 self._tracked = {}
             self._tracked[conn.conn_id] = conn
+        return Dial()
 
-    def maintain(self) -> None:
-        super().maintain()
-        self._close_bootstrap_connections()
-        self._close_unneeded_connections()
+    def review(self) -> Iterator[Decision]:
+        yield from self._close_bootstrap_connections()
+        yield from self._close_unneeded_connections()
 
     def next_deadline(self) -> float | None:
         times = [t for t in (super().next_deadline(), self._next_linger_deadline) if t is not None]
         return min(times) if times else None
 
-    def _close_unneeded_connections(self) -> None:
+    def _close_unneeded_connections(self) -> Iterator[Decision]:
         """Rule 6 (see the module docstring): one check, as ``closeUnneededConnections``."""
         self._next_linger_deadline = None
         if not self._publishing:
@@ -134,16 +137,13 @@ class JavaPatchedPolicy(JavaTodayPolicy):
                     self._next_linger_deadline = deadline
                 continue
             del starts[conn.conn_id]
-            self.close(conn, CloseReason.UNNEEDED)
-
-    _needed_cache: tuple[int, frozenset[NodeIdentity]] = (-1, frozenset())
-    """``_needed_nodes`` for a ``version`` (which metadata, interest and coordinators bump)."""
+            yield CloseNow(conn, CloseReason.UNNEEDED)
 
     def _needed_nodes(self) -> frozenset[NodeIdentity]:
         """The nodes the client's components publish as needed (the module docstring)."""
-        version, cached = self._needed_cache
-        if version == self.version:
-            return cached
+        return self.derived.of_facts("java_needed_nodes", self._publish_needs)
+
+    def _publish_needs(self) -> frozenset[NodeIdentity]:
         md = self.metadata
         needed: set[NodeIdentity] = set()
         if self.config.client is ClientKind.PRODUCER:
@@ -155,9 +155,7 @@ class JavaPatchedPolicy(JavaTodayPolicy):
                 needed.update(BrokerNode(b) for b in md.leaders_for(self.interest))
             group = self.coordinators.brokers(CoordinatorKind.GROUP)
             needed.update(CoordinatorNode(b) for b in group)
-        result = frozenset(needed)
-        self._needed_cache = (self.version, result)
-        return result
+        return frozenset(needed)
 
     def _in_cluster(self, node: NodeIdentity) -> bool:
         """Whether ``node`` is one of the metadata updater's current cluster: the bootstrap
@@ -167,7 +165,7 @@ class JavaPatchedPolicy(JavaTodayPolicy):
             return isinstance(node, BootstrapNode)
         return isinstance(node, BrokerNode) and node.broker_id in md.by_id
 
-    def _close_bootstrap_connections(self) -> None:
+    def _close_bootstrap_connections(self) -> Iterator[Decision]:
         """Rule (b0) (see the module docstring)."""
         tracked = self._tracked
         if not tracked or self._bootstrap_cluster_current():
@@ -177,4 +175,4 @@ class JavaPatchedPolicy(JavaTodayPolicy):
                 del tracked[conn_id]  # closed or failed since: a new dial is judged afresh
             elif not conn.in_flight:
                 del tracked[conn_id]
-                self.close(conn, CloseReason.BOOTSTRAP_DONE)
+                yield CloseNow(conn, CloseReason.BOOTSTRAP_DONE)

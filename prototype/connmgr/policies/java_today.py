@@ -60,6 +60,7 @@ from connmgr.core.policy import Policy
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
+from connmgr.testing.recorded import NOTHING_RECORDED, RecordedChoices
 
 POLL_LOOP_APIS = frozenset({Api.INIT_PRODUCER_ID, Api.GET_TELEMETRY_SUBSCRIPTIONS})
 """Any-node requests whose caller re-picks a node on every poll loop until it can send."""
@@ -78,11 +79,13 @@ POLL_LOOP_MS = 0.01
 class JavaTodayPolicy(Policy):
     name: ClassVar[str] = "java-today"
     summary: ClassVar[str] = "Java kafka-clients today (trunk): leastLoadedNode, node-id keys"
-    library: ClassVar[str] = "java"
-    pushes_telemetry: ClassVar[bool] = True
 
-    def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
+    def __init__(
+        self, config: PolicyConfig, rng: RandomSource, recorded: RecordedChoices = NOTHING_RECORDED
+    ) -> None:
         super().__init__(config, rng)
+        self.recorded = recorded
+        """What a recorded run chose, replayed (the ``replay_*`` of the module docstring)."""
         self._pinned_offset = self.config.bootstrap_offset
         self._replayed = 0
         self._picked: dict[int, tuple[NodeIdentity, Endpoint, float]] = {}
@@ -91,9 +94,6 @@ class JavaTodayPolicy(Policy):
         self._looping: dict[int, float] = {}
         """Requests whose caller re-picks on every poll loop (:data:`POLL_LOOP_APIS`), with
         the time of their last loop."""
-        self._nodes: list[tuple[NodeIdentity, Endpoint]] = []
-        self._nodes_of: object = None
-        """The metadata :meth:`java_nodes` last built its list from."""
         self._lookups: dict[int, int | None] = {}
         """FindCoordinator requests already placed once -> their recorded node (Java id), or
         None when the record had none left: each lookup takes one, on its first placement."""
@@ -105,17 +105,15 @@ class JavaTodayPolicy(Policy):
 
     def java_nodes(self) -> list[tuple[NodeIdentity, Endpoint]]:
         """The nodes the client knows, in metadata order: bootstrap nodes until metadata.
-        The list is built once per metadata response (metadata is immutable): at 10,000
+        The list is built once per set of facts (:meth:`Derived.of_facts`): at 10,000
         brokers, building it on every pick was most of a simulated hour's CPU."""
+        return self.derived.of_facts("java_nodes", self._java_nodes)
+
+    def _java_nodes(self) -> list[tuple[NodeIdentity, Endpoint]]:
         md = self.metadata
-        if self._nodes_of is not md or md is None:
-            nodes: list[tuple[NodeIdentity, Endpoint]]
-            if md is None or not md.brokers:
-                nodes = [(BootstrapNode(i), ep) for i, ep in enumerate(self.config.bootstrap)]
-            else:
-                nodes = [(BrokerNode(b.broker_id), b.endpoint) for b in md.brokers]
-            self._nodes, self._nodes_of = nodes, md
-        return self._nodes
+        if md is None or not md.brokers:
+            return [(BootstrapNode(i), ep) for i, ep in enumerate(self.config.bootstrap)]
+        return [(BrokerNode(b.broker_id), b.endpoint) for b in md.brokers]
 
     def random_offset(self, n: int) -> int:
         if self._pinned_offset is not None and self.metadata is None:
@@ -167,7 +165,7 @@ class JavaTodayPolicy(Policy):
         A recorded node that the model already has a connection to was picked before its dial
         started: the pick is used up and the model's own choice stands.
         """
-        replay = self.config.replay_choices
+        replay = self.recorded.replay_choices
         if self._replayed >= len(replay):
             return None
         known = self._known_node(replay[self._replayed])
@@ -214,7 +212,7 @@ class JavaTodayPolicy(Policy):
         real one did.
         """
         choice: tuple[NodeIdentity, Endpoint] | None = None
-        recorded = request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS and self.config.replay_telemetry
+        recorded = request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS and self.recorded.replay_telemetry
         if recorded:
             choice = self._telemetry_node()
         may_send = choice is not None or not recorded
@@ -245,9 +243,9 @@ class JavaTodayPolicy(Policy):
         to 6). Until the model holds a connection to such a node the loop picks as the real
         one did.
         """
-        telemetry = self.config.replay_telemetry[0]
+        telemetry = self.recorded.replay_telemetry[0]
         known = self._known_node(telemetry)
-        if known is None or telemetry in self.config.replay_choices:
+        if known is None or telemetry in self.recorded.replay_choices:
             return known
         return known if self.table.live_for_node(known[0], Purpose.DATA) is not None else None
 
@@ -269,9 +267,9 @@ class JavaTodayPolicy(Policy):
         with 4.4.0: a consumer dialled -3 for metadata, then -2, and sent its telemetry
         request and FindCoordinator on -3).
         """
-        replay = self.config.replay_choices
+        replay = self.recorded.replay_choices
         at = self._replayed
-        telemetry = self.config.replay_telemetry[0]
+        telemetry = self.recorded.replay_telemetry[0]
         if at < len(replay) and replay[at] != telemetry:
             own, detour = self._known_node(telemetry), self._known_node(replay[at])
             if own is None or detour is None or self.metadata is not None:
@@ -303,11 +301,11 @@ class JavaTodayPolicy(Policy):
         the model has no connection to was a "no active connection" pick, already in
         ``replay_choices``: the model's own scan (which replays it) decides.
         """
-        if request.api is not Api.FIND_COORDINATOR or not self.config.replay_lookups:
+        if request.api is not Api.FIND_COORDINATOR or not self.recorded.replay_lookups:
             return None
         if request.request_id not in self._lookups:
             taken = len(self._lookups)
-            replay = self.config.replay_lookups
+            replay = self.recorded.replay_lookups
             self._lookups[request.request_id] = replay[taken] if taken < len(replay) else None
         node = self._lookups[request.request_id]
         known = None if node is None else self._known_node(node)

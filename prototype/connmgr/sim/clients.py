@@ -101,7 +101,7 @@ class ClientModel:
         bootstrap = self.md is None
         topics = self.metadata_topics() if self.names_topics(bootstrap) else ()
         self.sim.send_metadata(topics, bootstrap=bootstrap)
-        if bootstrap and self.sim.policy.pushes_telemetry and not self._telemetry_asked:
+        if bootstrap and self.sim.library.pushes_telemetry and not self._telemetry_asked:
             # KIP-714 (kafka-clients >= 3.7): the network client's poll asks some node for
             # its telemetry subscription, right after its first metadata request.
             self._telemetry_asked = True
@@ -116,7 +116,7 @@ class ClientModel:
         client's topics."""
         # aiokafka's start() bootstraps with a topic-less request; a client that defers its
         # bootstrap to the application's first send or poll asks for its topics.
-        return not (bootstrap and self.sim.policy.library == "aiokafka" and not self.ops_started)
+        return not (bootstrap and self.sim.library.aiokafka and not self.ops_started)
 
     def on_metadata(self, md: ClusterMetadata, *, had_topics: bool) -> None:
         self.md = md
@@ -199,7 +199,7 @@ class ProducerModel(ClientModel):
     def on_start(self) -> None:
         # The Java producer's transaction manager asks for a producer id as soon as the sender
         # runs, before the first metadata request; aiokafka's sender waits for metadata.
-        if self.idempotent and self.sim.policy.library == "java":
+        if self.idempotent and self.sim.library.java:
             self._pid_requested = True
             self.sim.send_any(Api.INIT_PRODUCER_ID)
 
@@ -316,7 +316,7 @@ class ConsumerModel(ClientModel):
         # The Java consumer's first poll sends FindCoordinator alongside the first metadata
         # request (both on the bootstrap node in fixtures/java-consumer-2019.log); aiokafka
         # looks the coordinator up on a random known broker, so only after metadata.
-        if self.sim.policy.find_coordinator_with_first_metadata:
+        if self.sim.library.find_coordinator_with_first_metadata:
             self._find_coordinator()
 
     def on_ready(self) -> None:

@@ -12,6 +12,7 @@ from connmgr.core.events import Api
 from connmgr.core.metadata import TopicPartition
 from connmgr.core.policy import Policy
 from connmgr.sim.cluster import ClusterModel
+from connmgr.sim.library import HostLibrary
 
 
 class ClientHost(Protocol):
@@ -19,6 +20,8 @@ class ClientHost(Protocol):
     implements it). Requests are answered through the model's ``on_response``."""
 
     policy: Policy
+    library: HostLibrary
+    """The client library hosting the policy (what of the request pattern is its)."""
     cluster: ClusterModel
     now: float
     """The virtual clock, in ms."""

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.policy import Policy
-from connmgr.errors import UnknownName
-from connmgr.policies import make_policy
+from connmgr.errors import ConfigError, UnknownName
+from connmgr.policies import policy_class
 from connmgr.seeding import derive_rng
 from connmgr.sim.result import RunResult
 from connmgr.sim.scenarios import ScenarioSpec, get_scenario, policy_config
 from connmgr.sim.simulator import Simulator
+from connmgr.testing.recorded import RECORDED_OPTIONS, split_recorded
 
 POLICY_OPTIONS = frozenset(
-    f.name for f in dataclasses.fields(PolicyConfig) if f.name not in ("extra", "client")
-)
+    f.name for f in dataclasses.fields(PolicyConfig) if f.name != "client"
+) | frozenset(s.name for s in RECORDED_OPTIONS)
+"""What ``--set`` takes besides scenario parameters: the policy options and a recorded run's
+choices (:mod:`connmgr.testing.recorded`), which the models of today's clients replay."""
 
 
 def split_settings(
@@ -84,9 +88,19 @@ def build_simulator(
 ) -> Simulator:
     """A simulator of ``spec`` with a fresh ``policy`` (seeded from ``seed``), not started:
     :meth:`Simulator.run` runs it to the end, or step it with its stepping methods."""
-    config = policy_config(spec, policy_settings)
+    settings, recorded = split_recorded(policy_settings)
+    config = policy_config(spec, settings)
     rng = derive_rng(seed, "policy")
-    instance = make_policy(policy, config, rng) if isinstance(policy, str) else policy(config, rng)
+    cls = policy_class(policy) if isinstance(policy, str) else policy
+    if not recorded:
+        instance = cls(config, rng)
+    elif "recorded" in inspect.signature(cls).parameters:
+        instance = cls(config, rng, recorded=recorded)  # type: ignore[call-arg]
+    else:
+        raise ConfigError(
+            f"policy {cls.name!r} replays no recorded choices (replay_*): only the models "
+            "of today's clients do"
+        )
     return Simulator(
         instance,
         spec.cluster,

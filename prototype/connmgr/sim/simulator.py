@@ -44,6 +44,7 @@ from connmgr.errors import PolicyMisuse
 from connmgr.ledger import ConnectionLedger
 from connmgr.sim.clients import ClientModel
 from connmgr.sim.cluster import ClusterModel
+from connmgr.sim.library import library_of
 from connmgr.sim.request import SimRequest
 from connmgr.sim.result import ConnRecord, RequestRecord, RunResult
 
@@ -85,6 +86,7 @@ class Simulator:
         changes: list[tuple[float, Callable[[Simulator], None]]] | None = None,
     ) -> None:
         self.policy = policy
+        self.library = library_of(policy)
         self.cluster = cluster
         self.client_kind = client_kind
         self.duration_ms = duration_ms

@@ -39,8 +39,9 @@ The request order follows the real clients, read from their sources:
   (``find_coordinator_with_first_metadata``) and metadata is fetched when the policy asks
   for it (``RefreshMetadata``), naming every topic.
 
-Which of these a run follows is the hosting library's (:attr:`Policy.library`), not the
-connection policy's; where each request goes is the policy's alone.
+Which of these a run follows is the hosting library's
+(:func:`connmgr.sim.library.library_of`), not the connection policy's; where each request goes
+is the policy's alone.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class TransactionalProducerModel(ClientModel):
         self.txn_interval_ms = txn_interval_ms
         self.transactions = 0
         """Transactions committed (EndTxn answered)."""
-        self._aio = sim.policy.library == "aiokafka"
+        self._aio = sim.library.aiokafka
         self._bootstrap_at_start = False
         self._at: dict[CoordinatorRef, int] = {}
         """Coordinators found (and, for aiokafka, probed): ref -> broker."""

@@ -8,16 +8,18 @@ They live in the package, not in tests/, because the main job's property stage
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import ClassVar
 
-from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
+from connmgr.core.decisions import AdoptAs, Decision, Open
 from connmgr.core.identity import BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 from connmgr.policies import ProposedPolicy
+from connmgr.policies.proposed.prompt_close import PromptClose
 
 
 class KeyedByHostPort(ProposedPolicy):
@@ -40,7 +42,9 @@ class MergeByHostPort(ProposedPolicy):
     """Safety, broken: adopts a bootstrap connection whenever any broker lists its
     host:port (the behaviour librdkafka removed in 2.10)."""
 
-    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
+    def on_metadata(
+        self, old: ClusterMetadata | None, via: Connection | None
+    ) -> Iterator[Decision]:
         md = self.metadata
         assert md is not None
         for conn in self.table.records():
@@ -48,21 +52,23 @@ class MergeByHostPort(ProposedPolicy):
             if conn.role is Role.BOOTSTRAP and ids:
                 key = ConnectionKey(conn.key.endpoint, BrokerNode(min(ids)), Purpose.DATA)
                 if self.table.live(key) is None:
-                    self.adopt(conn, key)
+                    yield AdoptAs(conn, key)
 
 
 class EagerDialer(ProposedPolicy):
     """Never more sockets, broken: dials every broker as soon as metadata names it, as the
     2019 articles describe the Java client doing."""
 
-    def on_metadata(self, old: ClusterMetadata | None, via: Connection | None) -> None:
-        super().on_metadata(old, via)
+    def on_metadata(
+        self, old: ClusterMetadata | None, via: Connection | None
+    ) -> Iterator[Decision]:
+        yield from super().on_metadata(old, via)
         md = self.metadata
         assert md is not None
         for broker in md.brokers:
             key = ConnectionKey(broker.endpoint, BrokerNode(broker.broker_id), Purpose.DATA)
             if self.table.live(key) is None and not self.in_backoff(key):
-                self.get_or_dial(key)
+                yield Open(key)
 
 
 class Thrashing(ProposedPolicy):
@@ -73,10 +79,15 @@ class Thrashing(ProposedPolicy):
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         super().__init__(dataclasses.replace(config, connection_linger_ms=0), rng)
+        self.prompt_close = _NothingNeeded(self, self.adoption)
 
-    def _needs(self) -> tuple[frozenset[int], frozenset[int]]:
+
+class _NothingNeeded(PromptClose):
+    """Rule (g) for :class:`Thrashing`: only a busy connection is kept."""
+
+    def needs(self) -> tuple[frozenset[int], frozenset[int]]:
         busy = frozenset(
-            c.conn_id for c in self.table.records() if c.state is ConnState.READY and c.busy
+            c.conn_id for c in self._policy.table.records() if c.state is ConnState.READY and c.busy
         )
         return frozenset(), busy
 
@@ -84,17 +95,16 @@ class Thrashing(ProposedPolicy):
 class NeverClose(ProposedPolicy):
     """Tight, broken: forgets prompt close, so unneeded connections stay open."""
 
-    def maintain(self) -> None:
-        self.expire_idle()
+    def review(self) -> Iterator[Decision]:
+        return iter(())  # idle expiry alone
 
 
 class StaleEndpoint(ProposedPolicy):
     """Safety, broken: finds a broker's connection by node id alone and keeps it when the
     broker moves to a new host:port, so it goes on sending to the old address."""
 
-    def _retire_connection(self, conn: Connection, reason: CloseReason) -> None:
-        if reason is not CloseReason.ENDPOINT_CHANGED:
-            super()._retire_connection(conn, reason)
+    def retire_moved(self) -> Iterator[Decision]:
+        return iter(())  # rule (h) off
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
         if key.broker_id is not None:

@@ -1,0 +1,108 @@
+"""What a policy's hooks decide, for the base class to carry out: decide, then do.
+
+A policy's hooks (:mod:`connmgr.core.policy`) never change a connection nor emit an action.
+They return decisions -- the values below -- and :meth:`Policy._carry_out
+<connmgr.core.policy.Policy>` performs each one, so every close, dial, adoption and identity
+check, and every action that tells the driver of one, happens in one place.
+
+Hooks that may decide several things (``on_metadata``, ``review``, ...) are generators: the
+base class carries out each decision as it is yielded, before the hook resumes, so a later
+decision of the same hook sees the earlier ones done (a closed connection is gone from the
+table, an adopted one has its new key).
+
+:meth:`Policy.before_dial <connmgr.core.policy.Policy.before_dial>` answers one question for
+a new connection record: :class:`Dial` it now or :class:`Defer` it, each after closing the
+connections it names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from connmgr.core.actions import CloseReason
+from connmgr.core.connections import Connection
+from connmgr.core.identity import ConnectionKey
+from connmgr.core.state import ConnState
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CloseNow:
+    """Close ``conn`` now; whatever it held goes back to pending."""
+
+    conn: Connection
+    reason: CloseReason
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Drain:
+    """Let ``conn`` take no new request and close once its in-flight requests are answered
+    (at once if it has none, or is not READY)."""
+
+    conn: Connection
+    reason: CloseReason
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AdoptAs:
+    """Give the socket of ``conn`` the identity ``key``, which must have no live record."""
+
+    conn: Connection
+    key: ConnectionKey
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AskIdentity:
+    """Ask the broker on READY ``conn`` whether it is ``broker_id`` of ``cluster_id``
+    (KIP-1242); its answer arrives as an ``IdentityChecked`` event."""
+
+    conn: Connection
+    broker_id: int
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Open:
+    """Make sure ``key`` has a connection: nothing if one is live or its backoff runs, else a
+    new record, dialled or deferred as :meth:`Policy.before_dial` says."""
+
+    key: ConnectionKey
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StartDial:
+    """Dial the DEFERRED record ``conn`` now."""
+
+    conn: Connection
+
+
+Decision = CloseNow | Drain | AdoptAs | AskIdentity | Open | StartDial
+"""One thing a hook decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dial:
+    """A new record dials now, once the connections in ``closing`` are closed."""
+
+    closing: tuple[CloseNow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """A new record stays DEFERRED, its requests queued on it, until the policy decides
+    :class:`StartDial`; the connections in ``closing`` are closed first."""
+
+    closing: tuple[CloseNow, ...] = ()
+
+
+DialDecision = Dial | Defer
+"""The answer of :meth:`Policy.before_dial`."""
+
+
+def retire(conn: Connection, reason: CloseReason) -> Drain | CloseNow | None:
+    """The decision that takes ``conn`` out of service: drain a READY one (it closes once
+    its in-flight requests are answered), close one not yet draining, leave one draining."""
+    if conn.state is ConnState.READY:
+        return Drain(conn, reason)
+    if conn.state is not ConnState.DRAINING:
+        return CloseNow(conn, reason)
+    return None

@@ -1,0 +1,76 @@
+"""What a policy derives from its facts and its connections, kept until they change.
+
+A policy's decisions read the same derivations many times between two changes (the leaders
+in use, which brokers a coordinator needs, the connections a role keeps, the hot path's
+routes); :class:`Derived` holds them and drops them when what they derive from changes.
+There is one way to drop them, :meth:`Derived.changed`, which the policy base class calls
+whenever it changes a connection record or a fact; nothing else keeps a version number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
+
+if TYPE_CHECKING:
+    from connmgr.core.connections import Connection
+    from connmgr.core.request import ToBroker
+
+T = TypeVar("T")
+
+
+class Derived:
+    """Derivations of a policy's state, each computed at most once per state.
+
+    Two lifetimes: :meth:`of_facts` values derive only from the facts the client reports
+    (metadata, interest, coordinators) and survive connection changes; :meth:`of_state`
+    values derive from anything and go at every change. :attr:`routes` holds the hot path's
+    routes (see :mod:`connmgr.core.policy`), a state derivation too. :attr:`generation`
+    counts the changes, so the caller of a hook can tell whether the hook changed anything.
+    """
+
+    __slots__ = ("_facts", "_marks", "_state", "generation", "routes")
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self._facts: dict[str, object] = {}
+        self._state: dict[str, object] = {}
+        self._marks: set[str] = set()
+        self.routes: dict[int, tuple[Connection, ToBroker]] = {}
+        """Broker id -> the READY connection ``place`` chose for it in this state, and the
+        target value the requests that take the route share."""
+
+    def changed(self, *, facts: bool = False) -> None:
+        """A connection record changed, or (``facts``) the metadata, the interest or a
+        coordinator did: what derived from it is dropped."""
+        self.generation += 1
+        self._state.clear()
+        self._marks.clear()
+        if self.routes:
+            self.routes = {}
+        if facts:
+            self._facts.clear()
+
+    def of_facts(self, name: str, compute: Callable[[], T]) -> T:
+        """The value ``name``, from ``compute()`` once per set of facts."""
+        try:
+            return cast(T, self._facts[name])
+        except KeyError:
+            value = self._facts[name] = compute()
+            return value
+
+    def of_state(self, name: str, compute: Callable[[], T]) -> T:
+        """The value ``name``, from ``compute()`` once per state."""
+        try:
+            return cast(T, self._state[name])
+        except KeyError:
+            value = self._state[name] = compute()
+            return value
+
+    def done(self, name: str) -> bool:
+        """Whether :meth:`mark` was called with ``name`` since the last change (a piece of
+        work whose outcome cannot differ until something changes)."""
+        return name in self._marks
+
+    def mark(self, name: str) -> None:
+        self._marks.add(name)
