@@ -36,7 +36,11 @@ what they fed):
                          lookup the driver makes, changed or not: before dialling a name
                          it holds no fresh answer for, and again every TTL (the
                          simulator: each name it dialled; the aio driver: each name it
-                         holds a connection to, every ``dns_ttl_ms``)
+                         holds a connection to, every ``dns_ttl_ms``). A driver may skip
+                         the lookup before the first dial of a name it never looked up
+                         while no established connection reaches it: the answer is
+                         compared with addresses connections reached, and none has (the
+                         aio driver does, and starts the name's refreshes at the dial)
 ``TimePassed``           the time a ``WakeAt`` asked for has come
 ``ClientClosed``         the application closed the client (last event)
 =======================  ===================================================================
