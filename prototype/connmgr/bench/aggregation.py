@@ -26,7 +26,6 @@ from connmgr.bench.metrics import (
     METRICS,
     MIN_TIMED_PAIRS,
     PAIRS,
-    POINT_PARAMS,
     PROPOSED,
     SAME_RUNTIME,
     SOCKET_GATED,
@@ -36,6 +35,7 @@ from connmgr.bench.metrics import (
     TIMING_METRICS,
     TIMING_SLACK_MS,
 )
+from connmgr.bench.schema import POINT_PARAMS
 from connmgr.bench.summaries import (
     Aggregates,
     BaselineHeadline,

@@ -40,7 +40,7 @@ from connmgr.bench.aggregation import (
     write_sweep_points,
 )
 from connmgr.bench.load import NON_NEGATIVE, POSITIVE, load_results, result_files
-from connmgr.bench.metrics import POINT_PARAMS, TIMING_SLACK_MS
+from connmgr.bench.metrics import TIMING_SLACK_MS
 from connmgr.bench.micro import MicroBenchmark, load_micro
 from connmgr.bench.page import (
     Page,
@@ -49,6 +49,7 @@ from connmgr.bench.page import (
     render_index,
     what_ran_markdown,
 )
+from connmgr.bench.schema import POINT_PARAMS
 from connmgr.bench.summaries import BaselineHeadline, Regression, regressions_of
 from connmgr.bench.table import Table, TableFiles, write_table
 from connmgr.errors import ConfigError

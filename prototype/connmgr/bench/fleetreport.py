@@ -32,7 +32,7 @@ from connmgr.bench.fleet import (
 )
 from connmgr.bench.fleetview import BrokerSeries, FleetView
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType, ResultsError
+from connmgr.bench.schema import DOUBLE, LONG, STRING, ColumnType, ResultsError
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, arrow_schema, make_table
 
@@ -222,29 +222,28 @@ def _restart_rows(view: FleetView, policy: str) -> list[dict[str, Any]]:
     return rows
 
 
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
 FLEET_COLUMNS = (
-    ("policy", _S),
-    ("sockets_mean", _D),
-    ("sockets_p50", _L),
-    ("sockets_p99", _L),
-    ("sockets_max", _L),
-    ("fleet_sockets_mean", _D),
-    ("handshakes", _L),
-    ("handshakes_restart", _L),
-    ("peak_per_s_restart", _L),
-    ("calm_per_s", _D),
-    ("peak_per_s", _L),
-    ("refused", _L),
+    ("policy", STRING),
+    ("sockets_mean", DOUBLE),
+    ("sockets_p50", LONG),
+    ("sockets_p99", LONG),
+    ("sockets_max", LONG),
+    ("fleet_sockets_mean", DOUBLE),
+    ("handshakes", LONG),
+    ("handshakes_restart", LONG),
+    ("peak_per_s_restart", LONG),
+    ("calm_per_s", DOUBLE),
+    ("peak_per_s", LONG),
+    ("refused", LONG),
 )
 RESTART_COLUMNS = (
-    ("policy", _S),
-    ("broker", _L),
-    ("down_at_s", _D),
-    ("sockets_before", _L),
-    ("handshakes", _L),
-    ("peak_per_s", _L),
-    ("handshakes_on_return", _L),
+    ("policy", STRING),
+    ("broker", LONG),
+    ("down_at_s", DOUBLE),
+    ("sockets_before", LONG),
+    ("handshakes", LONG),
+    ("peak_per_s", LONG),
+    ("handshakes_on_return", LONG),
 )
 
 

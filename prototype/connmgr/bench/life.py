@@ -31,7 +31,7 @@ from connmgr.bench.grid import java_version
 from connmgr.bench.linger import parse_entry
 from connmgr.bench.metrics import LIFE_METRICS, PROPOSED
 from connmgr.bench.rows import RunMeta, life_columns
-from connmgr.bench.schema import LIFE_COLUMNS, ColumnType
+from connmgr.bench.schema import DOUBLE, LIFE_COLUMNS, LONG, STRING
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.summaries import BaselineHeadline
 from connmgr.bench.table import Table, make_table
@@ -169,9 +169,6 @@ def medians(found: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
-
-
 def real_life_table(found: Mapping[str, Any]) -> Table:
     """The ``real-life`` report table: per scenario and client, medians per represented
     client-hour, total and by role, and the ratio of the proposal's to each."""
@@ -195,14 +192,14 @@ def real_life_table(found: Mapping[str, Any]) -> Table:
         "represented client-hour, total and by role; `*_ratio`: proposed / this client. "
         "`rolling_restart=1`: each broker down in turn, leadership moved away and back.",
         (
-            ("scenario", _S),
-            ("client", _S),
-            ("repeats", _L),
-            *((c, _D) for c in _PER_HOUR),
-            *((f"{m}_ratio", _D) for m in LIFE_METRICS),
-            ("opened", _D),
-            ("steady", _D),
-            ("commit_failures", _D),
+            ("scenario", STRING),
+            ("client", STRING),
+            ("repeats", LONG),
+            *((c, DOUBLE) for c in _PER_HOUR),
+            *((f"{m}_ratio", DOUBLE) for m in LIFE_METRICS),
+            ("opened", DOUBLE),
+            ("steady", DOUBLE),
+            ("commit_failures", DOUBLE),
         ),
         rows,
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType
+from connmgr.bench.schema import DOUBLE, LONG, STRING
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.errors import ConfigError
@@ -182,18 +182,17 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
 LINGER_COLUMNS = (
-    ("scenario", _S),
-    ("setting", _S),
-    ("linger_ms", _L),
-    ("socket_s_per_h", _D),
-    ("handshakes_per_h", _D),
-    ("opened", _D),
-    ("steady", _D),
-    ("misrouted", _L),
-    ("stale_wait_ms", _D),
-    ("repeats", _L),
+    ("scenario", STRING),
+    ("setting", STRING),
+    ("linger_ms", LONG),
+    ("socket_s_per_h", DOUBLE),
+    ("handshakes_per_h", DOUBLE),
+    ("opened", DOUBLE),
+    ("steady", DOUBLE),
+    ("misrouted", LONG),
+    ("stale_wait_ms", DOUBLE),
+    ("repeats", LONG),
 )
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from connmgr.bench import schema
-from connmgr.bench.metrics import POINT_PARAMS, PROPOSED
-from connmgr.bench.schema import ResultsError
+from connmgr.bench.metrics import PROPOSED
+from connmgr.bench.schema import POINT_PARAMS, ResultsError
 
 NON_NEGATIVE = (
     "repeat",

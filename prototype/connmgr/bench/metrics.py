@@ -101,18 +101,6 @@ records, two rounds) gave ratios of 0.68 on one run and above 0.75 on others, wh
 grid's (50,000 records, five rounds) gave 0.97: one or two short turns on a shared machine
 are not a verdict."""
 
-POINT_PARAMS = (
-    "scenario",
-    "client",
-    "brokers",
-    "bootstrap_size",
-    "leaders",
-    "coordinator_shared",
-    "idle_disabled",
-    "rtt_ms",
-)
-"""Columns every row of one (kind, point) must agree on."""
-
 
 def regression_rules(tolerance: float, subject: str = PROPOSED) -> dict[str, str]:
     """Metric → the rule a regression of it breaks (in :data:`RULED_METRICS` order), for

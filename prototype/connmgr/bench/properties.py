@@ -18,7 +18,7 @@ from typing import Any
 
 from connmgr.bench.pool import background_pool
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType
+from connmgr.bench.schema import DOUBLE, LONG, STRING
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.testing.evidence import (
@@ -32,8 +32,6 @@ from connmgr.testing.evidence import (
 
 PROPERTIES_FILE = "properties.json"
 """Under ``raw/``: the property stage's results."""
-
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
 
 
 def _agreement(baseline: str, examples: int, steps: int) -> dict[str, Any]:
@@ -105,25 +103,25 @@ def read_properties(raw: Path) -> dict[str, Any] | None:
 
 
 AGREEMENT_COLUMNS = (
-    ("baseline", _S),
-    ("max_examples", _L),
-    ("step_count", _L),
-    ("examples", _L),
-    ("steps", _L),
-    ("failures", _L),
-    ("redials", _L),
-    ("redial_examples", _L),
-    ("seconds", _D),
-    ("result", _S),
+    ("baseline", STRING),
+    ("max_examples", LONG),
+    ("step_count", LONG),
+    ("examples", LONG),
+    ("steps", LONG),
+    ("failures", LONG),
+    ("redials", LONG),
+    ("redial_examples", LONG),
+    ("seconds", DOUBLE),
+    ("result", STRING),
 )
 MUTANT_COLUMNS = (
-    ("mutant", _S),
-    ("expected", _S),
-    ("invariant", _S),
-    ("steps", _L),
-    ("examples", _L),
-    ("seconds", _D),
-    ("counterexample", _S),
+    ("mutant", STRING),
+    ("expected", STRING),
+    ("invariant", STRING),
+    ("steps", LONG),
+    ("examples", LONG),
+    ("seconds", DOUBLE),
+    ("counterexample", STRING),
 )
 
 

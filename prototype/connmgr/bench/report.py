@@ -48,7 +48,6 @@ from connmgr.bench.table import (
 )
 from connmgr.bench.tables import (
     COMPARISON_COLUMNS,
-    POINT_COLUMNS,
     brokers_table,
     comparison_table,
     decision_table,
@@ -69,7 +68,6 @@ __all__ = [
     "EMBED_MAX_ROWS",
     "METRICS",
     "MISSING",
-    "POINT_COLUMNS",
     "PROPOSED",
     "RULED_METRICS",
     "SOCKET_METRICS",

@@ -57,60 +57,74 @@ class Column:
     since: int = 1
     """The schema version that added the column: a file of an earlier version lacks it and
     is read with it null (such a column is nullable)."""
+    point: bool = False
+    """A parameter of the grid point: every row of one ``(kind, point)`` agrees on it
+    (:data:`POINT_PARAMS`)."""
 
 
 ROLES = tuple(r.value for r in Role)
 
-_S, _L, _D, _B = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE, ColumnType.BOOL
+STRING, LONG, DOUBLE, BOOL = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE, ColumnType.BOOL
+"""The column types by the short names the tables' declarations use."""
 
 COLUMNS: tuple[Column, ...] = (
-    Column("schema_version", _L, False, f"this schema's version ({SCHEMA_VERSION})"),
-    Column("run_id", _S, False, "the main-job run that wrote the row (also reports/<run-id>/)"),
-    Column("kind", _S, False, "sim, real or sweep (where the numbers come from)"),
+    Column("schema_version", LONG, False, f"this schema's version ({SCHEMA_VERSION})"),
+    Column("run_id", STRING, False, "the main-job run that wrote the row (also reports/<run-id>/)"),
+    Column("kind", STRING, False, "sim, real or sweep (where the numbers come from)"),
     Column(
         "point",
-        _S,
+        STRING,
         False,
         "the grid point: scenario and parameters as canonical text; rows pair on "
         "(kind, point, repeat)",
     ),
-    Column("scenario", _S, False, "the scenario name (see `connmgr scenarios`)"),
+    Column("scenario", STRING, False, "the scenario name (see `connmgr scenarios`)", point=True),
     Column(
         "policy",
-        _S,
+        STRING,
         False,
         "sim/sweep: the policy (proposed, java-described, java-today, aiokafka-today); real: "
         "the client (proposed, aiokafka, librdkafka, java-<kafka-clients version>)",
     ),
-    Column("client", _S, False, "producer or consumer"),
-    Column("brokers", _L, False, "brokers in the cluster"),
-    Column("bootstrap_size", _L, False, "entries in bootstrap.servers"),
-    Column("leaders", _L, False, "distinct leader brokers of the workload's partitions"),
-    Column("coordinator_shared", _B, False, "the group coordinator is also a partition leader"),
-    Column("idle_disabled", _B, False, "connections.max.idle.ms = -1 on the client"),
-    Column("rtt_ms", _D, False, "RTT injected on every broker"),
-    Column("duration_ms", _D, False, "simulated duration (sim/sweep) or wall time (real)"),
-    Column("repeat", _L, False, "repeat number, from 0"),
-    Column("seed", _L, False, "the seed of the run (policy and client randomness)"),
-    Column("opened", _L, False, "sockets opened (dials that connected or failed)"),
-    Column("failed", _L, False, "dials that failed"),
-    Column("peak", _L, False, "most sockets open at once"),
-    Column("steady", _L, False, "sockets open at the steady state (end of the run)"),
+    Column("client", STRING, False, "producer or consumer", point=True),
+    Column("brokers", LONG, False, "brokers in the cluster", point=True),
+    Column("bootstrap_size", LONG, False, "entries in bootstrap.servers", point=True),
+    Column(
+        "leaders", LONG, False, "distinct leader brokers of the workload's partitions", point=True
+    ),
+    Column(
+        "coordinator_shared",
+        BOOL,
+        False,
+        "the group coordinator is also a partition leader",
+        point=True,
+    ),
+    Column("idle_disabled", BOOL, False, "connections.max.idle.ms = -1 on the client", point=True),
+    Column("rtt_ms", DOUBLE, False, "RTT injected on every broker", point=True),
+    Column("duration_ms", DOUBLE, False, "simulated duration (sim/sweep) or wall time (real)"),
+    Column("repeat", LONG, False, "repeat number, from 0"),
+    Column("seed", LONG, False, "the seed of the run (policy and client randomness)"),
+    Column("opened", LONG, False, "sockets opened (dials that connected or failed)"),
+    Column("failed", LONG, False, "dials that failed"),
+    Column("peak", LONG, False, "most sockets open at once"),
+    Column("steady", LONG, False, "sockets open at the steady state (end of the run)"),
     *(
-        Column(f"{what}_{role}", _L, True, f"{text} with role {role} (null: not measured)")
+        Column(f"{what}_{role}", LONG, True, f"{text} with role {role} (null: not measured)")
         for role in ROLES
         for what, text in (("opened", "sockets opened"), ("steady", "sockets open at the end"))
     ),
     Column(
         "handshakes",
-        _L,
+        LONG,
         False,
         "connection set-ups completed (TCP + ApiVersions): opened - failed",
     ),
-    Column("handshakes_avoided", _L, False, "bootstrap connections adopted instead of re-dialled"),
+    Column(
+        "handshakes_avoided", LONG, False, "bootstrap connections adopted instead of re-dialled"
+    ),
     Column(
         "horizon_s",
-        _D,
+        DOUBLE,
         True,
         "the span the life columns cover, s: from the client's start to the steady instant "
         "(sim/sweep: the simulated duration; null: not measured or a v1 row)",
@@ -118,7 +132,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "socket_s_per_h",
-        _D,
+        DOUBLE,
         True,
         "socket-seconds per client-hour: the time-integral of open sockets (dial to close) "
         "over the horizon, scaled to one hour (= mean open sockets x 3600)",
@@ -126,41 +140,49 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "handshakes_per_h",
-        _D,
+        DOUBLE,
         True,
         "connections established (TCP + ApiVersions; on a secured listener also its TLS/SASL "
         "exchange) per client-hour over the horizon",
         since=2,
     ),
     *(
-        Column(f"{what}_{role}", _D, True, f"{text} with role {role}", since=2)
+        Column(f"{what}_{role}", DOUBLE, True, f"{text} with role {role}", since=2)
         for role in ROLES
         for what, text in (
             ("socket_s_per_h", "socket-seconds per client-hour"),
             ("handshakes_per_h", "handshakes per client-hour"),
         )
     ),
-    Column("misrouted", _L, True, "sim/sweep: requests that reached another broker than aimed"),
-    Column("records", _L, True, "real: records produced or consumed"),
-    Column("ttfa_ms", _D, True, "real producer: start to first acknowledged record, ms"),
-    Column("ttfc_ms", _D, True, "real consumer: start to first consumed record, ms"),
+    Column("misrouted", LONG, True, "sim/sweep: requests that reached another broker than aimed"),
+    Column("records", LONG, True, "real: records produced or consumed"),
+    Column("ttfa_ms", DOUBLE, True, "real producer: start to first acknowledged record, ms"),
+    Column("ttfc_ms", DOUBLE, True, "real consumer: start to first consumed record, ms"),
     Column(
         "throughput_rps",
-        _D,
+        DOUBLE,
         True,
         "real A/B throughput rows: records acknowledged per second in this client's turn",
     ),
-    Column("events", _L, True, "sim/sweep: simulator events processed"),
-    Column("wall_s", _D, False, "wall time of the run, s"),
+    Column("events", LONG, True, "sim/sweep: simulator events processed"),
+    Column("wall_s", DOUBLE, False, "wall time of the run, s"),
     Column(
-        "git_commit", _S, False, "commit of the code that produced the row ('unknown' outside git)"
+        "git_commit",
+        STRING,
+        False,
+        "commit of the code that produced the row ('unknown' outside git)",
     ),
-    Column("versions", _S, False, "JSON: versions of connmgr, Python, aiokafka, librdkafka, ..."),
-    Column("machine", _S, False, "JSON: host platform, CPU count"),
-    Column("created_at", _S, False, "UTC ISO-8601 time the row was written"),
+    Column(
+        "versions", STRING, False, "JSON: versions of connmgr, Python, aiokafka, librdkafka, ..."
+    ),
+    Column("machine", STRING, False, "JSON: host platform, CPU count"),
+    Column("created_at", STRING, False, "UTC ISO-8601 time the row was written"),
 )
 
 NAMES = tuple(c.name for c in COLUMNS)
+POINT_PARAMS = tuple(c.name for c in COLUMNS if c.point)
+"""Columns every row of one (kind, point) must agree on: the point's parameters, which the
+comparison carries into each (kind, point, subject, baseline)."""
 LIFE_COLUMNS = tuple(c.name for c in COLUMNS if c.since == 2)
 """The life columns (schema v2): horizon, socket-seconds and handshakes per client-hour."""
 BY_NAME = {c.name: c for c in COLUMNS}

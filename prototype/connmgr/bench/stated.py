@@ -21,25 +21,23 @@ from dataclasses import replace
 from typing import Any
 
 from connmgr.bench.metrics import PROPOSED
-from connmgr.bench.schema import ColumnType
+from connmgr.bench.schema import DOUBLE, LONG, STRING
 from connmgr.bench.summaries import BaselineHeadline, Regression
 from connmgr.bench.table import Table, make_table, markdown_table
 from connmgr.costs import KIND, STATED_COSTS, StatedCost, covering
 
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
-
 STATED_COLUMNS = (
-    ("kind", _S),
-    ("scenario", _S),
-    ("point", _S),
-    ("baseline", _S),
-    ("metric", _S),
-    ("stated_excess", _L),
-    ("proposed", _D),
-    ("baseline_value", _D),
-    ("excess", _D),
-    ("status", _S),
-    ("reason", _S),
+    ("kind", STRING),
+    ("scenario", STRING),
+    ("point", STRING),
+    ("baseline", STRING),
+    ("metric", STRING),
+    ("stated_excess", LONG),
+    ("proposed", DOUBLE),
+    ("baseline_value", DOUBLE),
+    ("excess", DOUBLE),
+    ("status", STRING),
+    ("reason", STRING),
 )
 
 AS_STATED = "as stated"

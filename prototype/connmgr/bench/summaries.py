@@ -1,267 +1,173 @@
 """The comparison's aggregates as typed values: what the Spark stage
 (:mod:`connmgr.bench.aggregation`) hands to the tables, the plots and the page.
 
-Each row type is a frozen dataclass built from one collected Spark row (``from_record``,
-which takes the columns it names and ignores the rest) and turned back into a flat record
-(``record``) whose keys are the report tables' column names. Values are as Spark returned
-them; the tables coerce them to their declared column types.
+Each row type is a frozen dataclass and a :class:`~connmgr.bench.record.Record`: its fields'
+annotations declare its columns once, and from them come the report tables' columns and
+types, the record built from one collected Spark row (``from_record``, which takes the
+columns it names and ignores the rest) and the flat record (``record``) whose keys are the
+report tables' column names. Values are as Spark returned them; the tables coerce them to
+their declared column types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Self
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from connmgr.bench.metrics import METRICS, PROPOSED, RULED_METRICS, regression_rules
-from connmgr.bench.schema import LIFE_COLUMNS, ROLES
-
-
-def _pick(cls: type[Any], record: Mapping[str, Any]) -> dict[str, Any]:
-    return {f.name: record[f.name] for f in fields(cls)}
+from connmgr.bench.record import (
+    TEXTS,
+    Count,
+    Flag,
+    Flags,
+    Keyed,
+    MaybeReal,
+    MaybeText,
+    Real,
+    Record,
+    Text,
+)
+from connmgr.bench.schema import DOUBLE, LIFE_COLUMNS, ROLES
 
 
 @dataclass(frozen=True, slots=True)
-class KindSummary:
+class KindSummary(Record):
     """What ran, for one kind of result rows (sim, real, sweep)."""
 
-    kind: str
-    rows: int
-    points: int
-    policies: str
+    kind: Text
+    rows: Count
+    points: Count
+    policies: Text
     """The policies or clients, comma-separated, sorted."""
-    repeats: int
-    wall_s: float
-    run_ids: tuple[str, ...]
-    git_commits: tuple[str, ...]
-    versions: tuple[str, ...]
+    repeats: Count
+    wall_s: Real
+    run_ids: Annotated[tuple[str, ...], TEXTS]
+    git_commits: Annotated[tuple[str, ...], TEXTS]
+    versions: Annotated[tuple[str, ...], TEXTS]
     """JSON text per distinct value."""
-    machines: tuple[str, ...]
+    machines: Annotated[tuple[str, ...], TEXTS]
     """JSON text per distinct value."""
-    first: str
+    first: Text
     """The earliest ``created_at``."""
-    last: str
+    last: Text
     """The latest ``created_at``."""
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        picked = _pick(cls, record)
-        for key in ("run_ids", "git_commits", "versions", "machines"):
-            picked[key] = tuple(picked[key])
-        return cls(**picked)
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
-class MetricSummary:
+class MetricSummary(Record):
     """One metric of one (kind, point, baseline): medians over the pairs where both sides
     are set, and the median, min and max of the per-pair ratios proposed / baseline."""
 
-    proposed: float | None
-    baseline: float | None
-    ratio: float | None
-    ratio_min: float | None
-    ratio_max: float | None
+    proposed: MaybeReal
+    baseline: MaybeReal
+    ratio: MaybeReal
+    ratio_min: MaybeReal
+    ratio_max: MaybeReal
 
 
-@dataclass(frozen=True)
-class PairSummary:
+@dataclass(frozen=True, slots=True)
+class PairSummary(Record):
     """A subject against one baseline at one (kind, point), over the paired repeats: the
     proposal against each other policy, or a pair of
     :data:`~connmgr.bench.metrics.PAIRS` (the patched kafka-clients against its
-    release). The metrics' ``proposed`` side is the subject's."""
+    release). The metrics' ``proposed`` side is the subject's. Its columns are the
+    ``comparison`` table's: the point's (its parameters are
+    :data:`~connmgr.bench.schema.POINT_PARAMS`), ``<m>_proposed`` ... ``<m>_ratio_max`` per
+    metric, ``worse_<m>`` per ruled metric and ``regressed``."""
 
-    kind: str
-    scenario: str
-    point: str
-    subject: str
+    kind: Text
+    scenario: Text
+    point: Text
+    subject: Text
     """``proposed``, or the subject of one of :data:`~connmgr.bench.metrics.PAIRS`."""
-    baseline: str
-    client: str
-    brokers: int
-    bootstrap_size: int
-    leaders: int
-    coordinator_shared: bool
-    idle_disabled: bool
-    rtt_ms: float
-    repeats: int
-    metrics: Mapping[str, MetricSummary]
+    baseline: Text
+    client: Text
+    brokers: Count
+    bootstrap_size: Count
+    leaders: Count
+    coordinator_shared: Flag
+    idle_disabled: Flag
+    rtt_ms: Real
+    repeats: Count
+    metrics: Annotated[Mapping[str, MetricSummary], Keyed(METRICS, "{}_", MetricSummary)]
     """Every one of :data:`~connmgr.bench.metrics.METRICS`."""
-    worse: tuple[str, ...]
+    worse: Annotated[tuple[str, ...], Flags(RULED_METRICS, "worse_{}")]
     """The ruled metrics on which the subject regresses, in ``RULED_METRICS`` order."""
-    regressed: bool
-
-    _POINT = (
-        "kind",
-        "scenario",
-        "point",
-        "subject",
-        "baseline",
-        "client",
-        "brokers",
-        "bootstrap_size",
-        "leaders",
-        "coordinator_shared",
-        "idle_disabled",
-        "rtt_ms",
-        "repeats",
-    )
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        """From a row of ``pair_summary``: ``<m>_proposed`` ... ``<m>_ratio_max`` per
-        metric, ``worse_<m>`` per ruled metric and ``regressed``."""
-        metrics = {
-            m: MetricSummary(
-                record[f"{m}_proposed"],
-                record[f"{m}_baseline"],
-                record[f"{m}_ratio"],
-                record[f"{m}_ratio_min"],
-                record[f"{m}_ratio_max"],
-            )
-            for m in METRICS
-        }
-        worse = tuple(m for m in RULED_METRICS if record[f"worse_{m}"])
-        return cls(
-            **{k: record[k] for k in cls._POINT},
-            metrics=metrics,
-            worse=worse,
-            regressed=record["regressed"],
-        )
-
-    def record(self) -> dict[str, Any]:
-        """The flat record, with the columns of the ``comparison`` table."""
-        flat: dict[str, Any] = {k: getattr(self, k) for k in self._POINT}
-        for m in METRICS:
-            s = self.metrics[m]
-            flat |= {
-                f"{m}_proposed": s.proposed,
-                f"{m}_baseline": s.baseline,
-                f"{m}_ratio": s.ratio,
-                f"{m}_ratio_min": s.ratio_min,
-                f"{m}_ratio_max": s.ratio_max,
-            }
-        flat |= {f"worse_{m}": m in self.worse for m in RULED_METRICS}
-        flat["regressed"] = self.regressed
-        return flat
+    regressed: Flag
 
 
 @dataclass(frozen=True, slots=True)
-class BaselineHeadline:
+class BaselineHeadline(Record):
     """The proposal against one baseline over every point of one kind: medians (and the
     worst, largest) of the points' median ratios, and how many points regressed."""
 
-    kind: str
-    baseline: str
-    points: int
-    opened_ratio: float | None
-    peak_ratio: float | None
-    peak_ratio_worst: float | None
-    steady_ratio: float | None
-    steady_ratio_worst: float | None
-    ttfa_ms_ratio: float | None
-    ttfc_ms_ratio: float | None
-    throughput_rps_ratio: float | None
-    socket_s_per_h_ratio: float | None
-    handshakes_per_h_ratio: float | None
-    regressed_points: int
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        return cls(**_pick(cls, record))
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RoleSockets:
-    """One policy at one (kind, point): median sockets opened and open at the end, by the
-    role the connection played (None: the run did not measure roles)."""
-
-    kind: str
-    scenario: str
-    point: str
-    policy: str
-    brokers: int
-    repeats: int
-    opened: Mapping[str, float | None]
-    """Role → median sockets opened, for every role of ``schema.ROLES``."""
-    steady: Mapping[str, float | None]
-    """Role → median sockets open at the end."""
-    life: Mapping[str, float | None]
-    """Every column of ``rows.LIFE_COLUMNS`` → its median (None: not measured)."""
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        """From a row with ``opened_<role>``, ``steady_<role>`` and the life columns."""
-        return cls(
-            **{k: record[k] for k in ("kind", "scenario", "point", "policy", "brokers", "repeats")},
-            opened={role: record[f"opened_{role}"] for role in ROLES},
-            steady={role: record[f"steady_{role}"] for role in ROLES},
-            life={c: record[c] for c in LIFE_COLUMNS},
-        )
-
-    def record(self) -> dict[str, Any]:
-        """The flat record, with the columns of the ``sockets-by-role`` table."""
-        flat: dict[str, Any] = {
-            "kind": self.kind,
-            "scenario": self.scenario,
-            "point": self.point,
-            "policy": self.policy,
-            "brokers": self.brokers,
-            "repeats": self.repeats,
-        }
-        for role in ROLES:
-            flat[f"opened_{role}"] = self.opened[role]
-            flat[f"steady_{role}"] = self.steady[role]
-        flat.update(self.life)  # the columns of the ``life`` table
-        return flat
+    kind: Text
+    baseline: Text
+    points: Count
+    opened_ratio: MaybeReal
+    peak_ratio: MaybeReal
+    peak_ratio_worst: MaybeReal
+    steady_ratio: MaybeReal
+    steady_ratio_worst: MaybeReal
+    ttfa_ms_ratio: MaybeReal
+    ttfc_ms_ratio: MaybeReal
+    throughput_rps_ratio: MaybeReal
+    socket_s_per_h_ratio: MaybeReal
+    handshakes_per_h_ratio: MaybeReal
+    regressed_points: Count
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerSockets:
+class RoleSockets(Record):
+    """One policy at one (kind, point): median sockets opened and open at the end, by the
+    role the connection played (None: the run did not measure roles). Its columns are the
+    ``sockets-by-role`` and ``life`` tables'."""
+
+    kind: Text
+    scenario: Text
+    point: Text
+    policy: Text
+    brokers: Count
+    repeats: Count
+    opened: Annotated[Mapping[str, float | None], Keyed(ROLES, "opened_{}", DOUBLE)]
+    """Role → median sockets opened, for every role of ``schema.ROLES``."""
+    steady: Annotated[Mapping[str, float | None], Keyed(ROLES, "steady_{}", DOUBLE)]
+    """Role → median sockets open at the end."""
+    life: Annotated[Mapping[str, float | None], Keyed(LIFE_COLUMNS, "{}", DOUBLE)]
+    """Every column of ``schema.LIFE_COLUMNS`` → its median (None: not measured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSockets(Record):
     """One policy at one broker count (binned for the sweep) of one (kind, scenario):
     medians over every point and repeat."""
 
-    kind: str
-    scenario: str
-    policy: str
-    brokers: int
-    points: int
-    runs: int
-    opened: float
-    peak: float
-    steady: float
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        return cls(**_pick(cls, record))
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
+    kind: Text
+    scenario: Text
+    policy: Text
+    brokers: Count
+    points: Count
+    runs: Count
+    opened: Real
+    peak: Real
+    steady: Real
 
 
 @dataclass(frozen=True, slots=True)
-class ClientTimings:
+class ClientTimings(Record):
     """One result row that has a timing or a throughput (real clients), as measured."""
 
-    kind: str
-    scenario: str
-    client: str
-    rtt_ms: float
-    point: str
-    policy: str
-    repeat: int
-    ttfa_ms: float | None
-    ttfc_ms: float | None
-    throughput_rps: float | None
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        return cls(**_pick(cls, record))
+    kind: Text
+    scenario: Text
+    client: Text
+    rtt_ms: Real
+    point: Text
+    policy: Text
+    repeat: Count
+    ttfa_ms: MaybeReal
+    ttfc_ms: MaybeReal
+    throughput_rps: MaybeReal
 
     def timing(self, metric: str) -> float | None:
         """``ttfa_ms`` or ``ttfc_ms`` by name."""
@@ -273,27 +179,20 @@ class ClientTimings:
 
 
 @dataclass(frozen=True, slots=True)
-class SweepSaving:
+class SweepSaving(Record):
     """The sweep against one baseline, over the points in one broker-count bin."""
 
-    baseline: str
-    brokers: int
+    baseline: Text
+    brokers: Count
     """The bin's lower edge."""
-    points: int
-    opened_saving: float | None
+    points: Count
+    opened_saving: MaybeReal
     """1 - the median over points of the median ratio; negative means more sockets."""
-    peak_saving: float | None
-    steady_saving: float | None
-    peak_proposed: float | None
-    peak_baseline: float | None
-    regressed_points: int
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        return cls(**_pick(cls, record))
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
+    peak_saving: MaybeReal
+    steady_saving: MaybeReal
+    peak_proposed: MaybeReal
+    peak_baseline: MaybeReal
+    regressed_points: Count
 
 
 @dataclass(frozen=True)
@@ -314,24 +213,24 @@ class Aggregates:
     """Empty when the run has no sweep."""
 
 
-@dataclass(frozen=True)
-class Regression:
+@dataclass(frozen=True, slots=True)
+class Regression(Record):
     """One metric of one (kind, point, subject, baseline) on which the subject (the proposal
     unless ``subject`` says otherwise) is worse."""
 
-    kind: str
-    scenario: str
-    point: str
-    baseline: str
-    metric: str
-    proposed: float
+    kind: Text
+    scenario: Text
+    point: Text
+    baseline: Text
+    metric: Text
+    proposed: Real
     """The proposal's median."""
-    baseline_value: float
+    baseline_value: Real
     """The baseline's median."""
-    ratio: float | None
+    ratio: MaybeReal
     """The median of the per-repeat ratios proposed / baseline."""
-    rule: str
-    subject: str = PROPOSED
+    rule: Text
+    subject: Text = PROPOSED
     """Whose median ``proposed`` is: the proposal, or a subject of
     :data:`~connmgr.bench.metrics.PAIRS`."""
 
@@ -340,6 +239,79 @@ class Regression:
             f"{self.kind} {self.point} {self.subject} vs {self.baseline}: {self.metric} "
             f"{self.proposed:g} vs {self.baseline_value:g} ({self.rule})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class LifeCost(Record):
+    """One life metric of one (point, baseline) on which the proposal's median per
+    client-hour is above the baseline's: a row of the ``life-costs`` table."""
+
+    kind: Text
+    scenario: Text
+    point: Text
+    baseline: Text
+    metric: Text
+    proposed: Real
+    baseline_value: Real
+    excess: Real
+    """proposed - baseline_value."""
+    where: Text
+    """The roles whose figure is higher, with by how much (``no single role``: none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Latency(Record):
+    """One timing metric of one (kind, point, subject, baseline): a row of the ``latency``
+    table."""
+
+    metric: Text
+    kind: Text
+    scenario: Text
+    client: Text
+    rtt_ms: Real
+    point: Text
+    subject: Text
+    baseline: Text
+    repeats: Count
+    proposed_ms: MaybeReal
+    baseline_ms: MaybeReal
+    ratio: MaybeReal
+    ratio_min: MaybeReal
+    ratio_max: MaybeReal
+
+
+@dataclass(frozen=True, slots=True)
+class MicroTiming(Record):
+    """One micro-benchmark's times in µs (per decision for the ``decision`` group): a row of
+    the ``decision-cost`` and ``micro-other`` tables, which pick their columns from it."""
+
+    benchmark: Text
+    group: MaybeText
+    policy: MaybeText
+    rounds: Count
+    decisions: Count
+    mean_us: Real
+    median_us: Real
+    stddev_us: Real
+    min_us: Real
+    max_us: Real
+    file: Text
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatorSpeed(Record):
+    """One ``simulator`` micro-benchmark as events per second: a row of the
+    ``simulator-speed`` table."""
+
+    benchmark: Text
+    policy: MaybeText
+    rounds: Count
+    events: Count
+    mean_s: Real
+    median_s: Real
+    events_per_s: Real
+    events_per_s_median: Real
+    file: Text
 
 
 def regressions_of(

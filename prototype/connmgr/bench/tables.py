@@ -8,63 +8,40 @@ report is a function of its input alone (nulls last). Nothing here needs Spark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from connmgr.bench.metrics import (
     JAVA_PATCHED,
     JAVA_STOCK,
     LIFE_METRICS,
-    METRICS,
     PROPOSED,
-    RULED_METRICS,
     SOCKET_METRICS,
     TIMING_METRICS,
 )
 from connmgr.bench.micro import MicroBenchmark
-from connmgr.bench.schema import LIFE_COLUMNS, ROLES, ColumnType
+from connmgr.bench.schema import LIFE_COLUMNS, ROLES
 from connmgr.bench.summaries import (
     BaselineHeadline,
     BrokerSockets,
     KindSummary,
+    Latency,
+    LifeCost,
+    MicroTiming,
     PairSummary,
     Regression,
     RoleSockets,
+    SimulatorSpeed,
     SweepSaving,
 )
 from connmgr.bench.table import Table, make_table
 
-_S, _L, _D, _B = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE, ColumnType.BOOL
-
-POINT_COLUMNS = (
-    ("kind", _S),
-    ("scenario", _S),
-    ("point", _S),
-    ("subject", _S),
-    ("baseline", _S),
-    ("client", _S),
-    ("brokers", _L),
-    ("bootstrap_size", _L),
-    ("leaders", _L),
-    ("coordinator_shared", _B),
-    ("idle_disabled", _B),
-    ("rtt_ms", _D),
-    ("repeats", _L),
-)
-COMPARISON_COLUMNS = (
-    *POINT_COLUMNS,
-    *(
-        (f"{m}_{what}", _D)
-        for m in METRICS
-        for what in ("proposed", "baseline", "ratio", "ratio_min", "ratio_max")
-    ),
-    *((f"worse_{m}", _B) for m in RULED_METRICS),
-    ("regressed", _B),
-)
+COMPARISON_COLUMNS = PairSummary.columns()
 """One row per (kind, point, subject, baseline): medians over the paired repeats (the
 ``_proposed`` columns are the subject's side)."""
 
 _ORDER = ("kind", "scenario", "brokers", "rtt_ms", "point", "subject", "baseline")
+_ROLE_POINT = ("kind", "scenario", "brokers", "point", "policy", "repeats")
+"""The leading columns of the tables of one policy at one point (by role, over a life)."""
 
 
 def _proposal(rows: Iterable[PairSummary]) -> list[PairSummary]:
@@ -95,21 +72,21 @@ def comparison_table(rows: Iterable[PairSummary]) -> Table:
 
 def sockets_table(rows: Iterable[PairSummary]) -> Table:
     """Socket medians of both sides per (kind, point, baseline), and the peak ratio."""
-    cols = (
-        ("kind", _S),
-        ("scenario", _S),
-        ("brokers", _L),
-        ("point", _S),
-        ("baseline", _S),
-        ("repeats", _L),
+    cols = PairSummary.pick(
+        "kind",
+        "scenario",
+        "brokers",
+        "point",
+        "baseline",
+        "repeats",
         *(
-            (f"{m}_{side}", _D)
+            f"{m}_{side}"
             for m in (*SOCKET_METRICS, "handshakes")
             for side in ("proposed", "baseline")
         ),
-        ("peak_ratio", _D),
-        ("peak_ratio_min", _D),
-        ("peak_ratio_max", _D),
+        "peak_ratio",
+        "peak_ratio_min",
+        "peak_ratio_max",
     )
     return make_table(
         "sockets",
@@ -129,14 +106,8 @@ def roles_table(rows: Iterable[RoleSockets]) -> Table:
         "Sockets by role",
         "Per point and policy: median sockets opened and open at the end, by the role the "
         "connection played (bootstrap, data, coordination).",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("brokers", _L),
-            ("point", _S),
-            ("policy", _S),
-            ("repeats", _L),
-            *((f"{w}_{role}", _D) for w in ("opened", "steady") for role in ROLES),
+        RoleSockets.pick(
+            *_ROLE_POINT, *(f"{w}_{role}" for w in ("opened", "steady") for role in ROLES)
         ),
         _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
     )
@@ -152,30 +123,10 @@ def life_table(rows: Iterable[RoleSockets]) -> Table:
         "over `horizon_s`, scaled to one client-hour, in total and by role. Simulated points run "
         "one simulated hour; a real run's horizon is its few seconds of wall time, so its "
         "per-hour figures are dominated by start-up.",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("brokers", _L),
-            ("point", _S),
-            ("policy", _S),
-            ("repeats", _L),
-            *((c, _D) for c in LIFE_COLUMNS),
-        ),
+        RoleSockets.pick(*_ROLE_POINT, *LIFE_COLUMNS),
         _sorted((r.record() for r in rows), ("kind", "scenario", "brokers", "point", "policy")),
     )
 
-
-_EXCESS_COLUMNS = (
-    ("kind", _S),
-    ("scenario", _S),
-    ("point", _S),
-    ("baseline", _S),
-    ("metric", _S),
-    ("proposed", _D),
-    ("baseline_value", _D),
-)
-"""The leading columns of a table of places where the proposal is above a baseline (the
-``regressions`` and ``life-costs`` tables)."""
 
 LIFE_COST_MARGIN = {"socket_s_per_h": 1.0, "handshakes_per_h": 0.0}
 """How much above the baseline a life metric must be to be listed: socket-seconds differ by
@@ -209,19 +160,18 @@ def life_cost_rows(
             x, y = mine.get(f"{metric}_{role}"), theirs.get(f"{metric}_{role}")
             if x is not None and y is not None and x > y:
                 where.append(f"{role} +{x - y:,.4g}")
-        rows.append(
-            {
-                "kind": kind,
-                "scenario": scenario,
-                "point": point,
-                "baseline": baseline,
-                "metric": metric,
-                "proposed": a,
-                "baseline_value": b,
-                "excess": a - b,
-                "where": ", ".join(where) or "no single role",
-            }
+        cost = LifeCost(
+            kind,
+            scenario,
+            point,
+            baseline,
+            metric,
+            a,
+            b,
+            a - b,
+            ", ".join(where) or "no single role",
         )
+        rows.append(cost.record())
     return rows
 
 
@@ -256,7 +206,7 @@ def life_costs_table(
         "Not a regression rule: these are the costs the RFC's Costs section explains (a "
         "re-dial after prompt close, a second coordinator connection); a stated one is in "
         "`stated-costs` with its reason.",
-        (*_EXCESS_COLUMNS, ("excess", _D), ("where", _S)),
+        LifeCost.columns(),
         _sorted(rows, ("kind", "scenario", "point", "baseline", "metric")),
     )
 
@@ -268,17 +218,7 @@ def brokers_table(rows: Iterable[BrokerSockets]) -> Table:
         "Sockets by cluster size",
         "Per kind, scenario, policy and broker count: medians over every point and repeat. "
         "The sweep's broker counts are binned (lower edges 1, 3, 5, 10, 20, 50, ...).",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("policy", _S),
-            ("brokers", _L),
-            ("points", _L),
-            ("runs", _L),
-            ("opened", _D),
-            ("peak", _D),
-            ("steady", _D),
-        ),
+        BrokerSockets.columns(),
         _sorted((r.record() for r in rows), ("kind", "scenario", "policy", "brokers")),
     )
 
@@ -289,15 +229,22 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
     (:data:`~connmgr.bench.metrics.PAIRS`); a ratio only for a same-runtime pair
     (:data:`~connmgr.bench.metrics.SAME_RUNTIME`)."""
     long = [
-        {
-            **r.record(),
-            "metric": m,
-            "proposed_ms": r.metrics[m].proposed,
-            "baseline_ms": r.metrics[m].baseline,
-            "ratio": r.metrics[m].ratio,
-            "ratio_min": r.metrics[m].ratio_min,
-            "ratio_max": r.metrics[m].ratio_max,
-        }
+        Latency(
+            m,
+            r.kind,
+            r.scenario,
+            r.client,
+            r.rtt_ms,
+            r.point,
+            r.subject,
+            r.baseline,
+            r.repeats,
+            r.metrics[m].proposed,
+            r.metrics[m].baseline,
+            r.metrics[m].ratio,
+            r.metrics[m].ratio_min,
+            r.metrics[m].ratio_max,
+        ).record()
         for r in rows
         for m in TIMING_METRICS
         if r.metrics[m].baseline is not None
@@ -316,22 +263,7 @@ def latency_table(rows: Iterable[PairSummary]) -> Table:
         "both sides). The proposal against a Java client (whose clock starts before a cold "
         "JVM builds its client) or librdkafka (another runtime; its clock starts before its "
         "constructor) is shown as measured, with no ratio.",
-        (
-            ("metric", _S),
-            ("kind", _S),
-            ("scenario", _S),
-            ("client", _S),
-            ("rtt_ms", _D),
-            ("point", _S),
-            ("subject", _S),
-            ("baseline", _S),
-            ("repeats", _L),
-            ("proposed_ms", _D),
-            ("baseline_ms", _D),
-            ("ratio", _D),
-            ("ratio_min", _D),
-            ("ratio_max", _D),
-        ),
+        Latency.columns(),
         _sorted(long, ("metric", "kind", "scenario", "rtt_ms", "point", "subject", "baseline")),
     )
 
@@ -344,17 +276,16 @@ def throughput_table(rows: Iterable[PairSummary]) -> Table:
         "Throughput A/B",
         "Records acknowledged per second, the proposal and a baseline client taking turns on "
         "the same cluster: medians over repeats and the median ratio with its spread.",
-        (
-            ("kind", _S),
-            ("scenario", _S),
-            ("point", _S),
-            ("baseline", _S),
-            ("repeats", _L),
-            ("throughput_rps_proposed", _D),
-            ("throughput_rps_baseline", _D),
-            ("throughput_rps_ratio", _D),
-            ("throughput_rps_ratio_min", _D),
-            ("throughput_rps_ratio_max", _D),
+        PairSummary.pick(
+            "kind",
+            "scenario",
+            "point",
+            "baseline",
+            "repeats",
+            *(
+                f"throughput_rps_{what}"
+                for what in ("proposed", "baseline", "ratio", "ratio_min", "ratio_max")
+            ),
         ),
         _sorted(ab, _ORDER),
     )
@@ -369,17 +300,7 @@ def sweep_savings_table(rows: Iterable[SweepSaving]) -> Table:
         "lower edge, bins in 1-2-5 steps): the share of sockets the proposal "
         "saves against each baseline (1 - median over points of the median ratio; negative "
         "means more), the median peak on both sides, and the points that regressed.",
-        (
-            ("baseline", _S),
-            ("brokers", _L),
-            ("points", _L),
-            ("opened_saving", _D),
-            ("peak_saving", _D),
-            ("steady_saving", _D),
-            ("peak_proposed", _D),
-            ("peak_baseline", _D),
-            ("regressed_points", _L),
-        ),
+        SweepSaving.columns(),
         _sorted((r.record() for r in rows), ("baseline", "brokers")),
     )
 
@@ -391,22 +312,7 @@ def headline_table(rows: Iterable[BaselineHeadline]) -> Table:
         "Headline: the proposal against each baseline",
         "Per kind and baseline, over every point: the median and the worst (largest) of the "
         "points' median ratios proposed / baseline, and the points that regressed.",
-        (
-            ("kind", _S),
-            ("baseline", _S),
-            ("points", _L),
-            ("opened_ratio", _D),
-            ("peak_ratio", _D),
-            ("peak_ratio_worst", _D),
-            ("steady_ratio", _D),
-            ("steady_ratio_worst", _D),
-            ("ttfa_ms_ratio", _D),
-            ("ttfc_ms_ratio", _D),
-            ("throughput_rps_ratio", _D),
-            ("socket_s_per_h_ratio", _D),
-            ("handshakes_per_h_ratio", _D),
-            ("regressed_points", _L),
-        ),
+        BaselineHeadline.columns(),
         _sorted((r.record() for r in rows), ("kind", "baseline")),
     )
 
@@ -418,14 +324,7 @@ def runs_table(rows: Iterable[KindSummary]) -> Table:
         "What ran",
         "Result rows per kind: grid points, policies or clients, repeats, and the summed wall "
         "time of the runs.",
-        (
-            ("kind", _S),
-            ("rows", _L),
-            ("points", _L),
-            ("policies", _S),
-            ("repeats", _L),
-            ("wall_s", _D),
-        ),
+        KindSummary.pick("kind", "rows", "points", "policies", "repeats", "wall_s"),
         _sorted((r.record() for r in rows), ("kind",)),
     )
 
@@ -438,32 +337,32 @@ def regressions_table(regressions: Sequence[Regression]) -> Table:
         "Every (kind, point, baseline, metric) on which the proposal (or, where `subject` "
         f"says so, {JAVA_PATCHED} against {JAVA_STOCK}) is worse than the rule allows and "
         "that no stated cost covers (those are in `stated-costs`).",
-        (*_EXCESS_COLUMNS, ("ratio", _D), ("rule", _S), ("subject", _S)),
-        (asdict(r) for r in regressions),
+        Regression.columns(),
+        (r.record() for r in regressions),
     )
 
 
-def _micro_record(b: MicroBenchmark, per: int = 1) -> dict[str, Any]:
-    return {
-        "benchmark": b.name,
-        "group": b.group,
-        "policy": b.policy,
-        "rounds": b.rounds,
-        "file": b.file.name,
-        **{
-            f"{k}_us": getattr(b, f"{k}_s") * 1e6 / per
-            for k in ("mean", "median", "stddev", "min", "max")
-        },
-    }
+def _micro_timing(b: MicroBenchmark, per: int = 1) -> dict[str, Any]:
+    us = {k: getattr(b, f"{k}_s") * 1e6 / per for k in ("mean", "median", "stddev", "min", "max")}
+    return MicroTiming(
+        benchmark=b.name,
+        group=b.group,
+        policy=b.policy,
+        rounds=b.rounds,
+        decisions=per,
+        mean_us=us["mean"],
+        median_us=us["median"],
+        stddev_us=us["stddev"],
+        min_us=us["min"],
+        max_us=us["max"],
+        file=b.file.name,
+    ).record()
 
 
 def decision_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
     """The ``decision`` group: µs per policy decision."""
     recs = [
-        {
-            **_micro_record(b, int(b.extra_info.get("decisions", 1))),
-            "decisions": int(b.extra_info.get("decisions", 1)),
-        }
+        _micro_timing(b, int(b.extra_info.get("decisions", 1)))
         for b in benchmarks
         if b.group == "decision"
     ]
@@ -472,17 +371,17 @@ def decision_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
         "Decision cost",
         "pytest-benchmark, group `decision`: time per policy decision in µs (a round's time "
         "divided by `extra_info.decisions`, 1 if absent).",
-        (
-            ("benchmark", _S),
-            ("policy", _S),
-            ("rounds", _L),
-            ("decisions", _L),
-            ("mean_us", _D),
-            ("median_us", _D),
-            ("stddev_us", _D),
-            ("min_us", _D),
-            ("max_us", _D),
-            ("file", _S),
+        MicroTiming.pick(
+            "benchmark",
+            "policy",
+            "rounds",
+            "decisions",
+            "mean_us",
+            "median_us",
+            "stddev_us",
+            "min_us",
+            "max_us",
+            "file",
         ),
         sorted(recs, key=lambda r: (str(r["policy"]), r["benchmark"])),
     )
@@ -491,17 +390,17 @@ def decision_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
 def simulator_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
     """The ``simulator`` group: events per second."""
     recs = [
-        {
-            "benchmark": b.name,
-            "policy": b.policy,
-            "rounds": b.rounds,
-            "events": int(b.extra_info["events"]),
-            "mean_s": b.mean_s,
-            "median_s": b.median_s,
-            "events_per_s": b.extra_info["events"] / b.mean_s,
-            "events_per_s_median": b.extra_info["events"] / b.median_s,
-            "file": b.file.name,
-        }
+        SimulatorSpeed(
+            benchmark=b.name,
+            policy=b.policy,
+            rounds=b.rounds,
+            events=int(b.extra_info["events"]),
+            mean_s=b.mean_s,
+            median_s=b.median_s,
+            events_per_s=b.extra_info["events"] / b.mean_s,
+            events_per_s_median=b.extra_info["events"] / b.median_s,
+            file=b.file.name,
+        ).record()
         for b in benchmarks
         if b.group == "simulator"
     ]
@@ -510,37 +409,20 @@ def simulator_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
         "Simulator speed",
         "pytest-benchmark, group `simulator`: events per second (`extra_info.events` per "
         "round over the round's mean, and over its median).",
-        (
-            ("benchmark", _S),
-            ("policy", _S),
-            ("rounds", _L),
-            ("events", _L),
-            ("mean_s", _D),
-            ("median_s", _D),
-            ("events_per_s", _D),
-            ("events_per_s_median", _D),
-            ("file", _S),
-        ),
+        SimulatorSpeed.columns(),
         sorted(recs, key=lambda r: (str(r["policy"]), r["benchmark"])),
     )
 
 
 def other_micro_table(benchmarks: Sequence[MicroBenchmark]) -> Table:
     """Every other micro-benchmark: µs per round."""
-    recs = [_micro_record(b) for b in benchmarks if b.group not in ("decision", "simulator")]
+    recs = [_micro_timing(b) for b in benchmarks if b.group not in ("decision", "simulator")]
     return make_table(
         "micro-other",
         "Other micro-benchmarks",
         "pytest-benchmark results outside the decision and simulator groups: µs per round.",
-        (
-            ("benchmark", _S),
-            ("group", _S),
-            ("policy", _S),
-            ("rounds", _L),
-            ("mean_us", _D),
-            ("median_us", _D),
-            ("stddev_us", _D),
-            ("file", _S),
+        MicroTiming.pick(
+            "benchmark", "group", "policy", "rounds", "mean_us", "median_us", "stddev_us", "file"
         ),
         sorted(recs, key=lambda r: (str(r["group"]), r["benchmark"])),
     )

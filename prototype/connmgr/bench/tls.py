@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import ColumnType
+from connmgr.bench.schema import DOUBLE, LONG, STRING
 from connmgr.bench.stagefile import read_stage, write_stage
 from connmgr.bench.table import Table, make_table
 from connmgr.handshake_cost import HandshakeCost
@@ -40,8 +40,6 @@ and what a platform that authenticates its clients pays."""
 
 PRICE_RTT_MS = 20.0
 """The RTT at which a handshake's client-side time is priced (the real grid's larger RTT)."""
-
-_S, _L, _D = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUBLE
 
 
 def run_tls(values: Mapping[str, Any], meta: RunMeta, raw: Path) -> Path:
@@ -106,7 +104,7 @@ def _handshakes_table(report: Mapping[str, Any], where: str) -> Table:
         f"{where} Each row: {report['connections']} connections opened one at a time with "
         "aiokafka's own dialler (TCP, the TLS handshake, ApiVersions, and for SASL_SSL the "
         "SaslHandshake and SCRAM-SHA-512's two exchanges), median and p90 in ms.",
-        (("protocol", _S), ("rtt_ms", _D), ("median_ms", _D), ("p90_ms", _D)),
+        (("protocol", STRING), ("rtt_ms", DOUBLE), ("median_ms", DOUBLE), ("p90_ms", DOUBLE)),
         report["handshakes"],
     )
 
@@ -132,12 +130,12 @@ def _cost_table(report: Mapping[str, Any], where: str) -> Table:
         "(the CPU clock ticks 10 ms, so cheap handshakes are noisy); `setup_ms_at_20`: the "
         f"fitted time at {PRICE_RTT_MS:g} ms RTT plus the TCP handshake's round trip.",
         (
-            ("protocol", _S),
-            ("round_trips", _D),
-            ("fixed_ms", _D),
-            ("broker_cpu_ms", _D),
-            ("cpu_connections", _L),
-            ("setup_ms_at_20", _D),
+            ("protocol", STRING),
+            ("round_trips", DOUBLE),
+            ("fixed_ms", DOUBLE),
+            ("broker_cpu_ms", DOUBLE),
+            ("cpu_connections", LONG),
+            ("setup_ms_at_20", DOUBLE),
         ),
         rows,
     )
@@ -183,15 +181,15 @@ def _first_ack_table(report: Mapping[str, Any], where: str) -> Table:
         "held to the SASL_SSL listeners once every record was acknowledged; `ratio`: the "
         "drop-in's median over stock aiokafka's at the same RTT (same runtime, same clock).",
         (
-            ("rtt_ms", _D),
-            ("client", _S),
-            ("starts", _L),
-            ("acked", _L),
-            ("ttfa_ms", _D),
-            ("ttfa_ms_min", _D),
-            ("ttfa_ms_max", _D),
-            ("sockets", _L),
-            ("ratio", _D),
+            ("rtt_ms", DOUBLE),
+            ("client", STRING),
+            ("starts", LONG),
+            ("acked", LONG),
+            ("ttfa_ms", DOUBLE),
+            ("ttfa_ms_min", DOUBLE),
+            ("ttfa_ms_max", DOUBLE),
+            ("sockets", LONG),
+            ("ratio", DOUBLE),
         ),
         first_ack_rows(report),
     )
@@ -246,12 +244,12 @@ def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
         f"{cost.time_ms(PRICE_RTT_MS, include_tcp=True):.1f} ms of client time a handshake "
         f"at {PRICE_RTT_MS:g} ms RTT (TCP's round trip included).",
         (
-            ("kind", _S),
-            ("policy", _S),
-            ("runs", _L),
-            ("handshakes_per_h", _D),
-            ("broker_cpu_ms_per_h", _D),
-            ("setup_ms_per_h", _D),
+            ("kind", STRING),
+            ("policy", STRING),
+            ("runs", LONG),
+            ("handshakes_per_h", DOUBLE),
+            ("broker_cpu_ms_per_h", DOUBLE),
+            ("setup_ms_per_h", DOUBLE),
         ),
         rows,
     )
