@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import pytest
-
-from connmgr.bench.record import Count, Flags, Keyed, MaybeReal, Record, Text
-from connmgr.bench.schema import BOOL, COLUMNS, DOUBLE, LONG, POINT_PARAMS, STRING
-from connmgr.bench.summaries import PairSummary
+from connmgr.bench.report.summaries import PairSummary
+from connmgr.bench.results.record import Count, Flags, Keyed, MaybeReal, Record, Text
+from connmgr.bench.results.schema import BOOL, COLUMNS, DOUBLE, LONG, POINT_PARAMS, STRING
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,16 +2,17 @@
 
 1. the timed stages, on an otherwise idle machine: the real clients on the embedded cluster
    (``results/real.parquet``), the A/B throughput turns (``results/throughput.parquet``),
-   TLS and SASL on a real KRaft cluster (``raw/tls.json``, :mod:`connmgr.bench.tls`) and
+   TLS and SASL on a real KRaft cluster (``raw/tls.json``, :mod:`connmgr.bench.stages.tls`) and
    the pytest-benchmark suites of ``benchmarks/micro`` (``micro/micro.json``);
-2. the real clients over a scaled life (``raw/life.json``, :mod:`connmgr.bench.life`), in
+2. the real clients over a scaled life (``raw/life.json``, :mod:`connmgr.bench.stages.life`), in
    the background beside 3 and 4 (nothing in a life is timed);
 3. every policy through the simulator over the grid's points (``results/sim.parquet``) and
    the linger stage (``raw/linger.json``);
-4. the property suite as a measurement (``raw/properties.json``, :mod:`connmgr.bench.properties`);
+4. the property suite as a measurement (``raw/properties.json``,
+   :mod:`connmgr.bench.stages.properties`);
 5. on Spark: the simulator inside Spark tasks over the sweep's grid sizes (the largest is
    kept as ``results/sweep.parquet``), the fleet view (``raw/fleet.json`` and
-   ``raw/fleet.parquet``, :mod:`connmgr.bench.fleetview`) on the same session, then the
+   ``raw/fleet.parquet``, :mod:`connmgr.bench.stages.fleetview`) on the same session, then the
    comparison job, which writes the report.
 
 Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
@@ -35,17 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from connmgr.bench.grid import Grid, RealPoint, SimPoint, java_version, real_jobs
-from connmgr.bench.linger import linger_points, linger_table, read_linger, run_one, write_linger
-from connmgr.bench.linger import plan as linger_plan
-from connmgr.bench.pool import pooled_map
-from connmgr.bench.properties import (
-    check_properties,
-    property_results,
-    property_tables,
-    read_properties,
-    write_properties,
-)
-from connmgr.bench.rows import (
+from connmgr.bench.results.rows import (
     RunMeta,
     counting_columns,
     git_commit,
@@ -55,9 +46,25 @@ from connmgr.bench.rows import (
     sim_row,
     spec_columns,
 )
-from connmgr.bench.schema import Kind, check_row, write_parquet
-from connmgr.bench.spark import job_failure
-from connmgr.bench.tls import read_tls, run_tls, tls_tables
+from connmgr.bench.results.schema import Kind, check_row, write_parquet
+from connmgr.bench.runtime.pool import pooled_map
+from connmgr.bench.runtime.spark import job_failure
+from connmgr.bench.stages.linger import (
+    linger_points,
+    linger_table,
+    read_linger,
+    run_one,
+    write_linger,
+)
+from connmgr.bench.stages.linger import plan as linger_plan
+from connmgr.bench.stages.properties import (
+    check_properties,
+    property_results,
+    property_tables,
+    read_properties,
+    write_properties,
+)
+from connmgr.bench.stages.tls import read_tls, run_tls, tls_tables
 from connmgr.errors import ConnMgrError
 from connmgr.sim.run import prepare, run_spec
 
@@ -98,7 +105,7 @@ def _bar(items: Iterable[T], total: int, desc: str, show: bool) -> Iterator[T]:
 def _pooled(
     work: Callable[[Any], T], jobs: Sequence[Any], desc: str, show: bool, workers: int
 ) -> list[T]:
-    """:func:`~connmgr.bench.pool.pooled_map` with a progress bar named ``desc``."""
+    """:func:`~connmgr.bench.runtime.pool.pooled_map` with a progress bar named ``desc``."""
     return pooled_map(work, jobs, workers, lambda it, total: _bar(it, total, desc, show))
 
 
@@ -301,7 +308,7 @@ def run_micro(grid: Grid, out: Path) -> Path:
 
 def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
     """The proposal at every ``[linger]`` value and the baselines, per scenario, each a
-    simulated client-hour (:mod:`connmgr.bench.linger`); written to ``raw/linger.json``."""
+    simulated client-hour (:mod:`connmgr.bench.stages.linger`); written to ``raw/linger.json``."""
     values = grid.values["linger"]
     runs = linger_plan(values)
     rows = _pooled(run_one, runs, "linger", show, grid.get("sim", "workers"))
@@ -313,11 +320,11 @@ def linger_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> 
 
 def life_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
     """Every ``[life]`` client through every scenario over a scaled life, several at once
-    in worker processes (:mod:`connmgr.bench.life`); written to ``raw/life.json``."""
+    in worker processes (:mod:`connmgr.bench.stages.life`); written to ``raw/life.json``."""
     from tqdm import tqdm
 
-    from connmgr.bench.life import plan as life_plan
-    from connmgr.bench.life import run_stage, write_life
+    from connmgr.bench.stages.life import plan as life_plan
+    from connmgr.bench.stages.life import run_stage, write_life
 
     values = grid.values["life"]
     total = len(life_plan(values))
@@ -336,13 +343,13 @@ def life_stage(grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Pa
 
 def fleet_stage(spark: Any, grid: Grid, meta: RunMeta, raw: Path, *, show: bool = True) -> Path:
     """The ``[fleet]`` section's clients simulated in Spark tasks and added up per broker
-    (:mod:`connmgr.bench.fleetview`); written to ``raw/fleet.json`` and
+    (:mod:`connmgr.bench.stages.fleetview`); written to ``raw/fleet.json`` and
     ``raw/fleet.parquet``. The bar counts the Spark job's tasks."""
     from tqdm import tqdm
 
-    from connmgr.bench.fleet import FleetSettings
-    from connmgr.bench.fleetreport import write_fleet
-    from connmgr.bench.fleetview import run_fleet
+    from connmgr.bench.stages.fleet import FleetSettings
+    from connmgr.bench.stages.fleetreport import write_fleet
+    from connmgr.bench.stages.fleetview import run_fleet
 
     settings = FleetSettings.from_values(grid.values["fleet"])
     with tqdm(desc="fleet", unit="task", disable=not show, leave=True) as bar:
@@ -369,8 +376,8 @@ def run_bench(
     run_id: str | None = None,
 ) -> BenchOutcome:
     """Run the whole main job over ``grid`` and write the report into ``out/<run-id>/``."""
-    from connmgr.bench.spark import spark_session
-    from connmgr.bench.sweep import run_sweep
+    from connmgr.bench.runtime.spark import spark_session
+    from connmgr.bench.stages.sweep import run_sweep
 
     rid = run_id or new_run_id()
     run_dir = out / rid
@@ -463,7 +470,7 @@ _REGENERATE = (
 def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any, list[str]]:
     """Rebuild ``run_dir``'s report from its raw results (``raw/``) and ``raw/job.json``;
     the comparison and the property stage's problems."""
-    from connmgr.bench.spark import spark_session
+    from connmgr.bench.runtime.spark import spark_session
 
     raw = run_dir / "raw"
     path = raw / JOB_FILE
@@ -481,7 +488,7 @@ def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any,
 def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     """The comparison over ``run_dir/raw``, with the job's sections and the property
     stage's tables; the comparison and the property stage's problems. A Spark job that
-    fails on the cluster is a :class:`~connmgr.bench.spark.SparkJobFailed` (one line)."""
+    fails on the cluster is a :class:`~connmgr.bench.runtime.spark.SparkJobFailed` (one line)."""
     try:
         return _compare_on(spark, run_dir, job)
     except Exception as e:  # py4j carries Spark's failures
@@ -491,11 +498,11 @@ def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[
 
 
 def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
-    from connmgr.bench.compare import ExtraPlot, run_comparison
-    from connmgr.bench.fleet import restart_schedule
-    from connmgr.bench.fleetreport import fleet_buckets, fleet_tables, read_fleet
-    from connmgr.bench.life import life_costs, life_headlines, read_life, real_life_table
-    from connmgr.bench.plots import fleet_over_time, linger_tradeoff
+    from connmgr.bench.report.compare import ExtraPlot, run_comparison
+    from connmgr.bench.report.plots import fleet_over_time, linger_tradeoff
+    from connmgr.bench.stages.fleet import restart_schedule
+    from connmgr.bench.stages.fleetreport import fleet_buckets, fleet_tables, read_fleet
+    from connmgr.bench.stages.life import life_costs, life_headlines, read_life, real_life_table
 
     raw = run_dir / "raw"
     found = read_properties(raw)

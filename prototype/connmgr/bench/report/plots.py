@@ -1,7 +1,7 @@
 """The report's plots, drawn headless (matplotlib's Agg canvas, no pyplot state).
 
 Each function takes rows already aggregated by the Spark job (the typed values of
-:mod:`connmgr.bench.summaries`), writes one PNG
+:mod:`connmgr.bench.report.summaries`), writes one PNG
 and returns its path, or returns None when the rows hold nothing to draw. Colours are fixed
 per policy across plots: the proposal is always the first colour.
 """
@@ -15,12 +15,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from connmgr.bench.fleet import Restart
-from connmgr.bench.fleetreport import FleetBucket
-from connmgr.bench.linger import LingerPoint
-from connmgr.bench.metrics import PROPOSED
-from connmgr.bench.schema import ROLES
-from connmgr.bench.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
+from connmgr.bench.report.metrics import PROPOSED
+from connmgr.bench.report.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
+from connmgr.bench.results.schema import ROLES
+from connmgr.bench.stages.fleet import Restart
+from connmgr.bench.stages.fleetreport import FleetBucket
+from connmgr.bench.stages.linger import LingerPoint
 
 MAX_PANELS = 9
 _KNOWN_COLOURS = {
@@ -303,7 +303,7 @@ def fleet_over_time(
     bucket (of each broker's most open at once: max solid, p99 dashed, p50 dotted; log y);
     below, the fleet's handshakes per second in each minute (its busiest second solid, its
     mean dashed; log y). Each restarted broker's time down is shaded, its election a dotted
-    line. Rows: :func:`connmgr.bench.fleetreport.fleet_buckets` and the view's
+    line. Rows: :func:`connmgr.bench.stages.fleetreport.fleet_buckets` and the view's
     ``per_second``."""
     if not buckets:
         return None

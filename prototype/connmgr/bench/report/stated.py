@@ -1,7 +1,7 @@
 """The comparison's stated costs: the regressions that the proposal's stated costs
 (:data:`connmgr.costs.STATED_COSTS`) explain, kept apart from the ones nothing explains.
 
-A regression (:class:`~connmgr.bench.summaries.Regression`) is a stated cost when a stated
+A regression (:class:`~connmgr.bench.report.summaries.Regression`) is a stated cost when a stated
 cost covers it: same kind (``sim``), point (the named scenario at its defaults), baseline and
 metric, and the proposal's median no more than the stated excess above the baseline's
 (:meth:`connmgr.costs.StatedCost.covers`). Those are shown under "Stated costs" with their
@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from connmgr.bench.metrics import PROPOSED
-from connmgr.bench.schema import DOUBLE, LONG, STRING
-from connmgr.bench.summaries import BaselineHeadline, Regression
-from connmgr.bench.table import Table, make_table, markdown_table
+from connmgr.bench.report.metrics import PROPOSED
+from connmgr.bench.report.summaries import BaselineHeadline, Regression
+from connmgr.bench.report.table import Table, make_table, markdown_table
+from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.costs import KIND, STATED_COSTS, StatedCost, covering
 
 STATED_COLUMNS = (
@@ -54,7 +54,7 @@ def cost_of(
     regression: Regression, costs: Iterable[StatedCost] = STATED_COSTS
 ) -> StatedCost | None:
     """The stated cost that covers ``regression``, or None: it is a regression. Costs are
-    the proposal's: another subject's regression (:data:`~connmgr.bench.metrics.PAIRS`) is
+    the proposal's: another subject's regression (:data:`~connmgr.bench.report.metrics.PAIRS`) is
     never covered."""
     r = regression
     if r.subject != PROPOSED:

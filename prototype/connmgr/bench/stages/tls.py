@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import DOUBLE, LONG, STRING
-from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.table import Table, make_table
+from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.results.schema import DOUBLE, LONG, STRING
+from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.handshake_cost import HandshakeCost
 
 TLS_FILE = "tls.json"

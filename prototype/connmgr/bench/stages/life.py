@@ -9,7 +9,7 @@ once, each in its own process.
 
 Every run's socket-seconds and handshakes per represented client-hour are its ledger's life
 (:meth:`connmgr.realrun.RealRun.represented`) through the columns every simulated row goes
-through (:func:`connmgr.bench.rows.life_columns`). The results are written as
+through (:func:`connmgr.bench.results.rows.life_columns`). The results are written as
 ``raw/life.json`` and become the ``real-life`` table, the headline's ``real-life`` rows
 (ratios proposed / client per represented client-hour) and ``life-costs`` rows where the
 proposal spends more.
@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.bench.grid import java_version
-from connmgr.bench.linger import parse_entry
-from connmgr.bench.metrics import LIFE_METRICS, PROPOSED
-from connmgr.bench.rows import RunMeta, life_columns
-from connmgr.bench.schema import DOUBLE, LIFE_COLUMNS, LONG, STRING
-from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.summaries import BaselineHeadline
-from connmgr.bench.table import Table, make_table
+from connmgr.bench.report.metrics import LIFE_METRICS, PROPOSED
+from connmgr.bench.report.summaries import BaselineHeadline
+from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.rows import RunMeta, life_columns
+from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS, LONG, STRING
+from connmgr.bench.results.stagefile import read_stage, write_stage
+from connmgr.bench.stages.linger import parse_entry
 from connmgr.errors import ConnMgrError
 from connmgr.ledger import HOUR_S
 
@@ -250,7 +250,7 @@ def life_headlines(found: Mapping[str, Any]) -> list[BaselineHeadline]:
 def life_costs(found: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``life-costs`` rows of the real lives: per scenario and client, where the
     proposal's medians per represented client-hour are above the client's."""
-    from connmgr.bench.tables import life_cost_rows
+    from connmgr.bench.report.tables import life_cost_rows
 
     points = medians(found)
     s = found["settings"]

@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import DOUBLE, LONG, STRING
-from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.table import Table, make_table
+from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.results.schema import DOUBLE, LONG, STRING
+from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.errors import ConfigError
 from connmgr.sim.run import prepare, run_spec
 
@@ -118,7 +118,8 @@ def write_linger(values: Mapping[str, Any], meta: RunMeta, rows: Sequence[Any], 
 
 def read_linger(raw: Path) -> dict[str, Any] | None:
     """``raw/linger.json``, or None if the run had no linger stage. Raises
-    :class:`~connmgr.bench.schema.ResultsError` naming the file if it is there but broken."""
+    :class:`~connmgr.bench.results.schema.ResultsError` naming the file if it is there but
+    broken."""
     return read_stage(raw, LINGER_FILE, ("runs", "settings"), "linger-stage")
 
 

@@ -2,23 +2,24 @@
 
 Input (``RUN_DIR``):
 
-- ``results/*.parquet``: rows of the results schema (:mod:`connmgr.bench.schema`), as files
+- ``results/*.parquet``: rows of the results schema (:mod:`connmgr.bench.results.schema`), as files
   or as Spark-written dataset directories;
 - ``micro/*.json`` (optional): pytest-benchmark ``--benchmark-json`` files.
 
 The job runs its stages in order, each a module of its own, with typed values between them:
 
-1. load and check (:mod:`connmgr.bench.load`, :mod:`connmgr.bench.micro`): everything is
-   checked before anything is compared; broken input raises
-   :class:`~connmgr.bench.schema.ResultsError` naming the file and the problem;
-2. aggregate in Spark (:mod:`connmgr.bench.aggregation`): pairs, medians, ratios and the
-   regression flags (rules in :mod:`connmgr.bench.metrics`), collected as the values of
-   :mod:`connmgr.bench.summaries`;
-3. the stated costs (:mod:`connmgr.bench.stated`): the flagged differences that a stated cost
+1. load and check (:mod:`connmgr.bench.report.load`, :mod:`connmgr.bench.report.micro`):
+   everything is checked before anything is compared; broken input raises
+   :class:`~connmgr.bench.results.schema.ResultsError` naming the file and the problem;
+2. aggregate in Spark (:mod:`connmgr.bench.report.aggregation`): pairs, medians, ratios and the
+   regression flags (rules in :mod:`connmgr.bench.report.metrics`), collected as the values of
+   :mod:`connmgr.bench.report.summaries`;
+3. the stated costs (:mod:`connmgr.bench.report.stated`): the flagged differences that a stated cost
    of the proposal (:data:`connmgr.costs.STATED_COSTS`) covers are set apart from the
    regressions;
-4. the tables (:mod:`connmgr.bench.tables`, written by :mod:`connmgr.bench.table`), the plots
-   (:mod:`connmgr.bench.plots`) and the page (:mod:`connmgr.bench.page`).
+4. the tables (:mod:`connmgr.bench.report.tables`, written by
+   :mod:`connmgr.bench.report.table`), the plots (:mod:`connmgr.bench.report.plots`) and the
+   page (:mod:`connmgr.bench.report.page`).
 
 The names tests and callers import from here (``load_results``, ``pair_summary``, ...) are
 re-exported from those modules.
@@ -32,26 +33,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench import plots, stated, tables
-from connmgr.bench.aggregation import (
+from connmgr.bench.report import plots, stated, tables
+from connmgr.bench.report.aggregation import (
     BROKER_BUCKETS,
     gather,
     pair_summary,
     write_sweep_points,
 )
-from connmgr.bench.load import NON_NEGATIVE, POSITIVE, load_results, result_files
-from connmgr.bench.metrics import TIMING_SLACK_MS
-from connmgr.bench.micro import MicroBenchmark, load_micro
-from connmgr.bench.page import (
+from connmgr.bench.report.load import NON_NEGATIVE, POSITIVE, load_results, result_files
+from connmgr.bench.report.metrics import TIMING_SLACK_MS
+from connmgr.bench.report.micro import MicroBenchmark, load_micro
+from connmgr.bench.report.page import (
     Page,
     headline_markdown,
     regressions_markdown,
     render_index,
     what_ran_markdown,
 )
-from connmgr.bench.schema import POINT_PARAMS
-from connmgr.bench.summaries import BaselineHeadline, Regression, regressions_of
-from connmgr.bench.table import Table, TableFiles, write_table
+from connmgr.bench.report.summaries import BaselineHeadline, Regression, regressions_of
+from connmgr.bench.report.table import Table, TableFiles, write_table
+from connmgr.bench.results.schema import POINT_PARAMS
 from connmgr.errors import ConfigError
 
 __all__ = [
@@ -151,7 +152,7 @@ def run_comparison(
     linger and fleet stages'); ``extra_plots`` are drawn after the others (the linger and
     fleet stages');
     ``extra_headline`` are headline rows and ``extra_life_costs`` ``life-costs`` rows from
-    elsewhere (the real clients' scaled lives, :mod:`connmgr.bench.life`);
+    elsewhere (the real clients' scaled lives, :mod:`connmgr.bench.stages.life`);
     ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` (the flagged differences no stated cost covers) decide the exit
@@ -298,8 +299,8 @@ def _regenerate_text(run_dir: Path, out: Path, tolerance: float) -> str:
         "`micro/*.json`). To rebuild it:\n\n"
         "```python\n"
         "from pathlib import Path\n"
-        "from connmgr.bench.compare import run_comparison\n"
-        "from connmgr.bench.spark import spark_session\n\n"
+        "from connmgr.bench.report.compare import run_comparison\n"
+        "from connmgr.bench.runtime.spark import spark_session\n\n"
         f'run_comparison(spark_session(), Path("{run_dir}"), Path("{out}"), '
         f"tolerance={tolerance!r})\n"
         "```"

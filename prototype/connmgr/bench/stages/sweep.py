@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench import schema
-from connmgr.bench.rows import RunMeta, point_text, sim_row
-from connmgr.bench.schema import Kind
-from connmgr.bench.sparkjob import Progress, spark_job
+from connmgr.bench.results import schema
+from connmgr.bench.results.rows import RunMeta, point_text, sim_row
+from connmgr.bench.results.schema import Kind
+from connmgr.bench.runtime.sparkjob import Progress, spark_job
 from connmgr.sim.clients import ClientTimings
 from connmgr.sim.run import prepare, run_spec
 

@@ -16,11 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.pool import background_pool
-from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import DOUBLE, LONG, STRING
-from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.table import Table, make_table
+from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.results.schema import DOUBLE, LONG, STRING
+from connmgr.bench.results.stagefile import read_stage, write_stage
+from connmgr.bench.runtime.pool import background_pool
 from connmgr.testing.evidence import (
     MUTANT_BASELINE,
     MUTANTS,
@@ -98,7 +98,8 @@ def write_properties(results: Mapping[str, Any], raw: Path) -> Path:
 
 def read_properties(raw: Path) -> dict[str, Any] | None:
     """``raw/properties.json``, or None if the run had no property stage. Raises
-    :class:`~connmgr.bench.schema.ResultsError` naming the file if it is there but broken."""
+    :class:`~connmgr.bench.results.schema.ResultsError` naming the file if it is there but
+    broken."""
     return read_stage(raw, PROPERTIES_FILE, ("agreement", "mutants", "settings"), "property-stage")
 
 

@@ -17,7 +17,7 @@ it), except those that come from the code or the repository: the connection stat
 (``docs/java-2.1.0-claims.md``) and the stated costs (:data:`connmgr.costs.STATED_COSTS`,
 measured from the report's ``comparison`` table, so that a report written before its
 ``stated-costs`` table existed gives them too). The ``regressions`` figure leaves out the
-rows a stated cost covers, as the comparison now does (:mod:`connmgr.bench.stated`).
+rows a stated cost covers, as the comparison now does (:mod:`connmgr.bench.report.stated`).
 ``tests/test_rfc.py`` fails if the committed RFC differs from what its cited report gives.
 """
 
@@ -32,15 +32,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.rfcreport import REPORTS as REPORTS
-from connmgr.bench.rfcreport import RFC as RFC
-from connmgr.bench.rfcreport import ROOT, Report, RfcError, latest_report
-from connmgr.bench.rfcvalues import REAL_POINTS as REAL_POINTS
-from connmgr.bench.rfcvalues import VALUES as VALUES
-from connmgr.bench.rfcvalues import is_stated
-from connmgr.bench.schema import ColumnType, ResultsError
-from connmgr.bench.stated import stated_costs_table
-from connmgr.bench.table import format_cell, markdown_table
+from connmgr.bench.report.stated import stated_costs_table
+from connmgr.bench.report.table import format_cell, markdown_table
+from connmgr.bench.results.schema import ColumnType, ResultsError
+from connmgr.bench.rfc.report import REPORTS as REPORTS
+from connmgr.bench.rfc.report import RFC as RFC
+from connmgr.bench.rfc.report import ROOT, Report, RfcError, latest_report
+from connmgr.bench.rfc.values import REAL_POINTS as REAL_POINTS
+from connmgr.bench.rfc.values import VALUES as VALUES
+from connmgr.bench.rfc.values import is_stated
 
 CLAIMS = ROOT / "docs" / "java-2.1.0-claims.md"
 
@@ -415,7 +415,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"{args.rfc}: {'refreshed from' if changed else 'already matches'} {report}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Rows of the results schema (:mod:`connmgr.bench.schema`) from runs, with run metadata.
+"""Rows of the results schema (:mod:`connmgr.bench.results.schema`) from runs, with run metadata.
 
 A row carries who produced it (git commit, versions, machine) so that a figure in a report
 can be traced back to the code and the machine that measured it.
@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.schema import (
+from connmgr.bench.results.schema import (
     LIFE_COLUMNS,
     ROLES,
     SCHEMA_VERSION,

@@ -1,6 +1,6 @@
 """The fleet stage's raw files and what the report shows of them.
 
-:func:`write_fleet` writes the :class:`~connmgr.bench.fleetview.FleetView` under ``raw/``:
+:func:`write_fleet` writes the :class:`~connmgr.bench.stages.fleetview.FleetView` under ``raw/``:
 
 * ``fleet.json``: the run's meta, the settings, the restart schedule and its window, the
   stage's wall and CPU time, and per policy the fleet's handshakes in each second of the hour and
@@ -11,7 +11,7 @@
 
 :func:`read_fleet` reads them back into the same view, so ``--report-only`` rebuilds the
 ``fleet`` and ``fleet-restarts`` tables (:func:`fleet_tables`) and the ``fleet`` plot
-(:func:`connmgr.bench.plots.fleet_over_time`, from :func:`fleet_buckets`).
+(:func:`connmgr.bench.report.plots.fleet_over_time`, from :func:`fleet_buckets`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.fleet import (
+from connmgr.bench.report.table import Table, arrow_schema, make_table
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.results.schema import DOUBLE, LONG, STRING, ColumnType, ResultsError
+from connmgr.bench.results.stagefile import read_stage, write_stage
+from connmgr.bench.stages.fleet import (
     ELECTION_MS,
     RESTART_INTERVAL_MS,
     START_SPREAD_MS,
@@ -30,11 +34,7 @@ from connmgr.bench.fleet import (
     restart_schedule,
     restart_window,
 )
-from connmgr.bench.fleetview import BrokerSeries, FleetView
-from connmgr.bench.rows import RunMeta
-from connmgr.bench.schema import DOUBLE, LONG, STRING, ColumnType, ResultsError
-from connmgr.bench.stagefile import read_stage, write_stage
-from connmgr.bench.table import Table, arrow_schema, make_table
+from connmgr.bench.stages.fleetview import BrokerSeries, FleetView
 
 FLEET_FILE = "fleet.json"
 FLEET_CELLS = "fleet.parquet"

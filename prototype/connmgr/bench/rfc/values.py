@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from connmgr.bench.rfcreport import Report, RfcError
-from connmgr.bench.schema import ColumnType
-from connmgr.bench.sweep import SWEEP_POLICIES
-from connmgr.bench.table import format_cell
+from connmgr.bench.report.table import format_cell
+from connmgr.bench.results.schema import ColumnType
+from connmgr.bench.rfc.report import Report, RfcError
+from connmgr.bench.stages.sweep import SWEEP_POLICIES
 from connmgr.costs import STATED_COSTS, covering
 
 REAL_POINTS = (

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.schema import ColumnType, ResultsError
-from connmgr.bench.stagefile import read_stage
-from connmgr.bench.table import format_cell
+from connmgr.bench.report.table import format_cell
+from connmgr.bench.results.schema import ColumnType, ResultsError
+from connmgr.bench.results.stagefile import read_stage
 from connmgr.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RFC = ROOT / "proposal" / "rfc.md"
 REPORTS = ROOT / "reports"
 _RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-z]+")
@@ -87,7 +87,7 @@ class Report:
 
     def stage(self, name: str) -> dict[str, Any]:
         """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings), read
-        as the comparison reads it (:func:`~connmgr.bench.stagefile.read_stage`)."""
+        as the comparison reads it (:func:`~connmgr.bench.results.stagefile.read_stage`)."""
         found = read_stage(self.path / "raw", f"{name}.json", ("settings",), f"{name}-stage")
         if found is None:
             raise RfcError(f"{self.path / 'raw' / name}.json: no such stage file in the report")
