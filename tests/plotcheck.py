@@ -32,14 +32,14 @@ def figures_drawn() -> Iterator[dict[str, Any]]:
     """The figures :mod:`connmgr.bench.report.plots` saves meanwhile, by file stem
     (``linger.png`` → ``"linger"``)."""
     drawn: dict[str, Any] = {}
-    save = plots._save
+    save = plots.save
 
     def keep(fig: Any, path: Path) -> Path:
         drawn[path.stem] = fig
         return save(fig, path)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plots, "_save", keep)
+        patch.setattr(plots, "save", keep)
         yield drawn
 
 

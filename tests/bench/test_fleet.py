@@ -17,12 +17,18 @@ from typing import Any
 
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.report.plots import colour, fleet_over_time
+from connmgr.bench.report.plots import colour
 from connmgr.bench.results.rows import new_meta
 from connmgr.bench.results.schema import ResultsError
 from connmgr.bench.stages import fleet as fl
 from connmgr.bench.stages.fleet import FleetSettings, draw_client, restart_schedule, restart_window
-from connmgr.bench.stages.fleetreport import fleet_buckets, fleet_tables, read_fleet, write_fleet
+from connmgr.bench.stages.fleetreport import (
+    fleet_buckets,
+    fleet_over_time,
+    fleet_tables,
+    read_fleet,
+    write_fleet,
+)
 from connmgr.bench.stages.fleetview import (
     FleetView,
     broker_series,

@@ -367,10 +367,22 @@ def _check_tls(source: Path, tls: Mapping[str, Any]) -> None:
             raise GridError(f"{source}: tls.{key} must be >= 1, got {tls[key]!r}")
 
 
+def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
+    """A scenario entry of the grid (``[linger]``, ``[life]``): ``"big-producer brokers=100"``
+    -> ``("big-producer", {"brokers": "100"})``; a :class:`ConfigError` for a word that is not
+    ``key=value``."""
+    name, *words = entry.split()
+    params: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"scenario entry {entry!r}: {word!r} is not key=value")
+        params[key] = value
+    return name, params
+
+
 def _check_linger_entry(source: Path, entry: str) -> None:
     """A ``[linger]`` scenario entry names a scenario and parameters it can be built with."""
-    from connmgr.bench.stages.linger import parse_entry
-
     try:
         name, params = parse_entry(entry)
         get_scenario(name).spec(params)
@@ -382,7 +394,6 @@ def _check_life(source: Path, values: Mapping[str, Any]) -> None:
     """The ``[life]`` section's clients exist and include the proposal, and each scenario
     entry is a scenario with parameters and run options it can be run with (a rolling
     restart that fits the life)."""
-    from connmgr.bench.stages.linger import parse_entry
     from connmgr.realrun.run import RUN_OPTIONS, check_life_settings
 
     bad = [c for c in values["clients"] if c not in REAL_CLIENTS and not _is_java(c)]

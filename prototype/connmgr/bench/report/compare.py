@@ -50,6 +50,7 @@ from connmgr.bench.report.page import (
     render_index,
     what_ran_markdown,
 )
+from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.summaries import BaselineHeadline, Regression, regressions_of
 from connmgr.bench.report.table import Table, TableFiles, write_table
 from connmgr.bench.results.schema import POINT_PARAMS
@@ -121,11 +122,6 @@ _PLOTS = (
         "Share of sockets the proposal saves against each baseline, by broker count.",
     ),
 )
-
-
-ExtraPlot = tuple[str, str, str, Callable[[Path], Path | None]]
-"""(name, title, caption, draw): a plot a stage outside the comparison contributes; ``draw``
-writes ``plots/<name>.png`` at the path it is given, or returns None with nothing to draw."""
 
 
 def run_comparison(

@@ -11,16 +11,17 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from connmgr.bench.report.metrics import PROPOSED
 from connmgr.bench.report.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
 from connmgr.bench.results.schema import ROLES
-from connmgr.bench.stages.fleet import Restart
-from connmgr.bench.stages.fleetreport import FleetBucket
-from connmgr.bench.stages.linger import LingerPoint
+
+ExtraPlot = tuple[str, str, str, Callable[[Path], Path | None]]
+"""(name, title, caption, draw): a plot a stage contributes to the report; ``draw`` writes
+``plots/<name>.png`` at the path it is given, or returns None with nothing to draw."""
 
 MAX_PANELS = 9
 _KNOWN_COLOURS = {
@@ -66,7 +67,8 @@ def _policies(names: Iterable[str]) -> list[str]:
     return sorted(set(names), key=lambda p: (p != PROPOSED, p))
 
 
-def _figure(panels: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, list[Any]]:
+def figure(panels: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, list[Any]]:
+    """A figure of ``panels`` axes, three to a row (the unused ones hidden)."""
     from matplotlib.figure import Figure
 
     cols = min(panels, 3)
@@ -78,7 +80,8 @@ def _figure(panels: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, 
     return fig, axes[:panels]
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as every report plot is written (tests catch figures here)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # tight_layout once is several times cheaper than a constrained layout engine.
     fig.tight_layout()
@@ -105,7 +108,7 @@ def sockets_vs_brokers(rows: Sequence[BrokerSockets], path: Path) -> Path | None
     if not rows:
         return None
     panels = _panels(rows, several_sizes=True)
-    fig, axes = _figure(len(panels))
+    fig, axes = figure(len(panels))
     for ax, (kind, scenario) in zip(axes, panels, strict=True):
         mine = [r for r in rows if (r.kind, r.scenario) == (kind, scenario)]
         for policy in _policies(r.policy for r in mine):
@@ -119,7 +122,7 @@ def sockets_vs_brokers(rows: Sequence[BrokerSockets], path: Path) -> Path | None
         ax.set_ylabel("sockets: peak (—), steady (--)")
         ax.legend(fontsize=7)
     fig.suptitle("Sockets against cluster size (medians)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def sockets_by_role(rows: Sequence[RoleSockets], path: Path) -> Path | None:
@@ -130,7 +133,7 @@ def sockets_by_role(rows: Sequence[RoleSockets], path: Path) -> Path | None:
         return None
     rows = measured
     panels = _panels(rows, several_sizes=False)
-    fig, axes = _figure(len(panels))
+    fig, axes = figure(len(panels))
     for ax, (kind, scenario) in zip(axes, panels, strict=True):
         mine = [r for r in rows if (r.kind, r.scenario) == (kind, scenario)]
         policies = _policies(r.policy for r in mine)
@@ -144,7 +147,7 @@ def sockets_by_role(rows: Sequence[RoleSockets], path: Path) -> Path | None:
         ax.tick_params(axis="x", labelrotation=30, labelsize=8)
         ax.legend(fontsize=7)
     fig.suptitle("Sockets opened, by role")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def latency(rows: Sequence[ClientTimings], path: Path) -> Path | None:
@@ -160,7 +163,7 @@ def latency(rows: Sequence[ClientTimings], path: Path) -> Path | None:
     ]
     if not metrics:
         return None
-    fig, axes = _figure(len(metrics), width=6.5)
+    fig, axes = figure(len(metrics), width=6.5)
     for ax, (m, label) in zip(axes, metrics, strict=True):
         mine = [r for r in rows if r.timing(m) is not None]
         rtts = sorted({float(r.rtt_ms) for r in mine})
@@ -192,7 +195,7 @@ def latency(rows: Sequence[ClientTimings], path: Path) -> Path | None:
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
     fig.suptitle("Time to first ack / consume, per client and RTT")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def throughput(rows: Sequence[ClientTimings], path: Path) -> Path | None:
@@ -203,7 +206,7 @@ def throughput(rows: Sequence[ClientTimings], path: Path) -> Path | None:
         return None
     points = sorted({str(r.point) for r in mine})
     policies = _policies(r.policy for r in mine)
-    fig, (ax,) = _figure(1, width=max(6.0, 1.8 * len(points) * max(1, len(policies)) / 2))
+    fig, (ax,) = figure(1, width=max(6.0, 1.8 * len(points) * max(1, len(policies)) / 2))
     width = 0.8 / len(policies)
     for j, policy in enumerate(policies):
         xs, ys, lo, hi = [], [], [], []
@@ -222,11 +225,11 @@ def throughput(rows: Sequence[ClientTimings], path: Path) -> Path | None:
         ax.bar(
             xs, ys, width=width * 0.9, yerr=[lo, hi], capsize=3, color=colour(policy), label=policy
         )
-    ax.set_xticks(range(len(points)), [_short(p) for p in points], fontsize=7)
+    ax.set_xticks(range(len(points)), [short(p) for p in points], fontsize=7)
     ax.set_ylabel("records acknowledged per second")
     ax.legend(fontsize=7)
     fig.suptitle("Throughput A/B (median, min-max over repeats)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def sweep_savings(rows: Sequence[SweepSaving], path: Path) -> Path | None:
@@ -235,7 +238,7 @@ def sweep_savings(rows: Sequence[SweepSaving], path: Path) -> Path | None:
     if not rows:
         return None
     baselines = _policies(r.baseline for r in rows)
-    fig, (ax,) = _figure(1, width=7.0, height=4.2)
+    fig, (ax,) = figure(1, width=7.0, height=4.2)
     for b in baselines:
         pts = sorted((r.brokers, r.peak_saving, r.steady_saving) for r in rows if r.baseline == b)
         xs = [p[0] for p in pts]
@@ -247,102 +250,7 @@ def sweep_savings(rows: Sequence[SweepSaving], path: Path) -> Path | None:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.legend(fontsize=8)
     fig.suptitle("Sweep: sockets the proposal saves, by cluster size")
-    return _save(fig, path)
-
-
-def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
-    """Socket-seconds against handshakes per client-hour, one panel per scenario: the
-    proposal's curve through its linger values (each labelled), each baseline one marker.
-    Rows: the ``linger`` table's points."""
-    if not points:
-        return None
-    scenarios = list(dict.fromkeys(p.scenario for p in points))[:MAX_PANELS]
-    fig, axes = _figure(len(scenarios))
-    for ax, scenario in zip(axes, scenarios, strict=True):
-        mine = [p for p in points if p.scenario == scenario]
-        curve = [p for p in mine if p.linger_ms is not None]
-        ax.plot(
-            [p.handshakes_per_h for p in curve],
-            [p.socket_s_per_h for p in curve],
-            "o-",
-            color=colour(PROPOSED),
-            label=PROPOSED,
-        )
-        for p in curve:
-            ax.annotate(
-                _linger_label(p.linger_ms or 0),
-                (p.handshakes_per_h, p.socket_s_per_h),
-                fontsize=6,
-                textcoords="offset points",
-                xytext=(3, 3),
-            )
-        for p in mine:
-            if p.linger_ms is None:
-                ax.plot(
-                    p.handshakes_per_h,
-                    p.socket_s_per_h,
-                    "s",
-                    color=colour(p.policy),
-                    label=p.policy,
-                )
-        ax.set_title(_short(scenario, 40), fontsize=9)
-        ax.set_xlabel("handshakes per client-hour")
-        ax.set_ylabel("socket-seconds per client-hour")
-        ax.legend(fontsize=7)
-    fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
-    return _save(fig, path)
-
-
-def fleet_over_time(
-    buckets: Sequence[FleetBucket],
-    per_second: Mapping[str, Sequence[int]],
-    restarts: Sequence[Restart],
-    path: Path,
-) -> Path | None:
-    """The fleet over its hour, a line per policy: above, the brokers' sockets per time
-    bucket (of each broker's most open at once: max solid, p99 dashed, p50 dotted; log y);
-    below, the fleet's handshakes per second in each minute (its busiest second solid, its
-    mean dashed; log y). Each restarted broker's time down is shaded, its election a dotted
-    line. Rows: :func:`connmgr.bench.stages.fleetreport.fleet_buckets` and the view's
-    ``per_second``."""
-    if not buckets:
-        return None
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11.0, 7.5))
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    policies = list(dict.fromkeys(b.policy for b in buckets))
-    for rank, policy in enumerate(policies):
-        mine = [b for b in buckets if b.policy == policy]
-        minutes = [b.t_s / 60.0 for b in mine]
-        # The first policy (the proposal) on top: baselines often draw the same line.
-        line = {"where": "post", "color": colour(policy), "zorder": len(policies) - rank}
-        top.step(minutes, [b.max for b in mine], "-", label=policy, **line)
-        top.step(minutes, [b.p99 for b in mine], "--", alpha=0.8, **line)
-        top.step(minutes, [b.p50 for b in mine], ":", alpha=0.8, **line)
-        seconds = per_second.get(policy, ())
-        spans = [seconds[m : m + 60] for m in range(0, len(seconds), 60)]
-        # Log y: a minute without a handshake is drawn at 0.5/s, below every real value.
-        busiest = [max(max(s), 0.5) for s in spans]
-        mean = [max(sum(s) / len(s), 0.5) for s in spans]
-        at = list(range(len(spans)))
-        bottom.step(at, busiest, "-", linewidth=0.9, label=policy, **line)
-        bottom.step(at, mean, "--", linewidth=0.9, alpha=0.8, **line)
-    for ax in (top, bottom):
-        for r in restarts:
-            ax.axvspan(r.down_at_ms / 60_000, r.up_at_ms / 60_000, color="tab:red", alpha=0.12)
-            ax.axvline(r.elected_at_ms / 60_000, color="tab:red", linewidth=0.6, linestyle=":")
-        ax.set_yscale("log")
-        ax.legend(fontsize=7)
-    top.set_ylabel("sockets at a broker:\nmax (—), p99 (--), p50 (··)")
-    bottom.set_ylabel("fleet handshakes per second:\nbusiest second (—), mean (--)")
-    bottom.set_xlabel("minute of the hour (shaded: a broker down; dotted: its election)")
-    fig.suptitle("The fleet: each broker's most sockets at once per bucket; handshakes")
-    return _save(fig, path)
-
-
-def _linger_label(ms: int) -> str:
-    return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
+    return save(fig, path)
 
 
 def _mean(values: Iterable[float | None]) -> float:
@@ -355,5 +263,6 @@ def _pct(x: float | None) -> float:
     return math.nan if x is None or math.isinf(x) else 100.0 * x
 
 
-def _short(text: str, limit: int = 28) -> str:
+def short(text: str, limit: int = 28) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,8 +1,8 @@
 """The process pools of the main job's CPU-bound stages (simulated grid, linger, properties).
 
 They run beside the scaled real lives, which run on a thread of the same process
-(:mod:`connmgr.bench.job`). So the pools are *spawned*, not forked (that thread may hold a
-lock at the moment of a fork), and their workers run at :data:`NICE` so that the lives'
+(:class:`~connmgr.bench.stages.Phase`). So the pools are *spawned*, not forked (that thread
+may hold a lock at the moment of a fork), and their workers run at :data:`NICE` so that the lives'
 clients get the CPU when they need it: nothing in a life is timed, but its clients must keep
 their heartbeats.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -49,3 +49,17 @@ def pooled_map(
         # Chunks of a few dozen keep the pickling overhead small next to the runs.
         chunk = max(1, min(32, len(jobs) // (8 * workers)))
         return list(progress(pool.map(work, jobs, chunksize=chunk), len(jobs)))
+
+
+def bar(items: Iterable[T], total: int, desc: str, show: bool) -> Iterator[T]:
+    """``items`` through a progress bar named ``desc`` (none unless ``show``)."""
+    from tqdm import tqdm
+
+    yield from tqdm(items, total=total, desc=desc, unit="run", disable=not show, leave=True)
+
+
+def pooled(
+    work: Callable[[Any], T], jobs: Sequence[Any], desc: str, show: bool, workers: int
+) -> list[T]:
+    """:func:`pooled_map` with a progress bar named ``desc``."""
+    return pooled_map(work, jobs, workers, lambda it, total: bar(it, total, desc, show))

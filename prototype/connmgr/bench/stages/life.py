@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.grid import java_version
+from connmgr.bench.grid import java_version, parse_entry
 from connmgr.bench.report.metrics import LIFE_METRICS, PROPOSED
 from connmgr.bench.report.summaries import BaselineHeadline
 from connmgr.bench.report.table import Table, make_table
 from connmgr.bench.results.rows import RunMeta, life_columns
 from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages.linger import parse_entry
+from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.errors import ConnMgrError
 from connmgr.ledger import HOUR_S
 
@@ -265,3 +265,41 @@ def life_costs(found: Mapping[str, Any]) -> list[dict[str, Any]]:
             margins = {"socket_s_per_h": 0.01 * m["socket_s_per_h"], "handshakes_per_h": handshake}
             rows += life_cost_rows(KIND, scenario, scenario, client, mine, m, margins)
     return rows
+
+
+class LifeStage:
+    name = "life"
+    phase = Phase.BESIDE
+    order = 1
+    shown = 4
+    timed = True
+    says = "real clients over a scaled life, in the background ..."
+    what = (
+        "real clients over a scaled life (see [below](#real-clients-over-a-scaled-life)): each "
+        "`[life] clients` client (`proposed`, `aiokafka`, `java-4.4.0`, `librdkafka`) through each"
+        " `[life] scenarios` entry (scenario parameters and run options, e.g. `rolling_restart=1`)"
+        " lives `life_s` seconds standing for `life_s` x `time_scale` seconds, `concurrency` lives"
+        " at once in worker processes: socket-seconds and handshakes per represented client-hour, "
+        "by role"
+    )
+    writes = "`raw/life.json`; table `real-life`, the headline's `real-life` rows, `life-costs`"
+
+    def run(self, ctx: StageContext) -> None:
+        """Several lives at once in worker processes; no progress bar (it runs beside
+        stages that show theirs)."""
+        values = ctx.grid.values["life"]
+        rows = run_stage(values, lambda _done, _total: None)
+        write_life(values, ctx.meta, rows, ctx.raw)
+
+    def read(self, raw: Path) -> dict[str, Any] | None:
+        return read_life(raw)
+
+    def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        return StageReport(
+            tables=[real_life_table(found)],
+            headline=life_headlines(found),
+            life_costs=life_costs(found),
+        )
+
+
+STAGE: Stage[dict[str, Any]] = LifeStage()

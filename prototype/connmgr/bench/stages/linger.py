@@ -26,11 +26,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.grid import parse_entry
+from connmgr.bench.report import plots
+from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.table import Table, make_table
 from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.errors import ConfigError
+from connmgr.bench.runtime.pool import pooled
+from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.sim.run import prepare, run_spec
 
 LINGER_FILE = "linger.json"
@@ -52,19 +56,6 @@ class LingerRun:
     linger_ms: int | None
     repeat: int
     seed: int
-
-
-def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
-    """``"big-producer brokers=100"`` -> ``("big-producer", {"brokers": "100"})``; a
-    :class:`ConfigError` for a word that is not ``key=value``."""
-    name, *words = entry.split()
-    params: dict[str, str] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep or not key or not value:
-            raise ConfigError(f"linger scenario {entry!r}: {word!r} is not key=value")
-        params[key] = value
-    return name, params
 
 
 def plan(values: Mapping[str, Any]) -> list[LingerRun]:
@@ -219,3 +210,91 @@ def linger_table(found: Mapping[str, Any]) -> Table:
         LINGER_COLUMNS,
         [{**asdict(p), "setting": p.setting} for p in points],
     )
+
+
+def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
+    """Socket-seconds against handshakes per client-hour, one panel per scenario: the
+    proposal's curve through its linger values (each labelled), each baseline one marker.
+    Rows: the ``linger`` table's points."""
+    if not points:
+        return None
+    scenarios = list(dict.fromkeys(p.scenario for p in points))[: plots.MAX_PANELS]
+    fig, axes = plots.figure(len(scenarios))
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        mine = [p for p in points if p.scenario == scenario]
+        curve = [p for p in mine if p.linger_ms is not None]
+        ax.plot(
+            [p.handshakes_per_h for p in curve],
+            [p.socket_s_per_h for p in curve],
+            "o-",
+            color=plots.colour(PROPOSED),
+            label=PROPOSED,
+        )
+        for p in curve:
+            ax.annotate(
+                _linger_label(p.linger_ms or 0),
+                (p.handshakes_per_h, p.socket_s_per_h),
+                fontsize=6,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
+        for p in mine:
+            if p.linger_ms is None:
+                ax.plot(
+                    p.handshakes_per_h,
+                    p.socket_s_per_h,
+                    "s",
+                    color=plots.colour(p.policy),
+                    label=p.policy,
+                )
+        ax.set_title(plots.short(scenario, 40), fontsize=9)
+        ax.set_xlabel("handshakes per client-hour")
+        ax.set_ylabel("socket-seconds per client-hour")
+        ax.legend(fontsize=7)
+    fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
+    return plots.save(fig, path)
+
+
+def _linger_label(ms: int) -> str:
+    return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
+
+
+class LingerStage:
+    name = "linger"
+    phase = Phase.CPU
+    order = 2
+    shown = 2
+    timed = True
+    says = None
+    what = (
+        "the linger trade-off: the proposal at every `connection_linger_ms` of `[linger] "
+        "values_ms` (0, 100 ms, 1 s, 3 s, 30 s, 540 s) and `java-today` / `aiokafka-today` as they"
+        " are, through each scenario of `[linger] scenarios` (`name` or `name key=value ...`), "
+        "each run one simulated client-hour, `repeats` seeds: socket-seconds and handshakes per "
+        "client-hour (the ledger's `Life`)"
+    )
+    writes = "`raw/linger.json`; table and plot `linger`"
+
+    def run(self, ctx: StageContext) -> None:
+        """The proposal at every ``[linger]`` value and the baselines, per scenario, each a
+        simulated client-hour, on the grid's ``[sim] workers`` processes."""
+        values = ctx.grid.values["linger"]
+        rows = pooled(run_one, plan(values), "linger", ctx.show, ctx.grid.get("sim", "workers"))
+        write_linger(values, ctx.meta, rows, ctx.raw)
+
+    def read(self, raw: Path) -> dict[str, Any] | None:
+        return read_linger(raw)
+
+    def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        points = linger_points(found)
+        plot: ExtraPlot = (
+            "linger",
+            "The linger trade-off",
+            "Socket-seconds against handshakes per client-hour, per scenario: the "
+            "proposal at each connection_linger_ms, each baseline as it is.",
+            lambda path: linger_tradeoff(points, path),
+        )
+        return StageReport(tables=[linger_table(found)], plots=[plot])
+
+
+STAGE: Stage[dict[str, Any]] = LingerStage()

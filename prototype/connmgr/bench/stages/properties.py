@@ -21,6 +21,7 @@ from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.runtime.pool import background_pool
+from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.testing.evidence import (
     MUTANT_BASELINE,
     MUTANTS,
@@ -200,3 +201,42 @@ def check_properties(results: Mapping[str, Any]) -> list[str]:
         if not m["caught"] or not (m["message"] or "").startswith(tuple(expects)):
             problems.append(f"mutant {m['mutant']} not caught by {m['expected']}")
     return problems
+
+
+class PropertiesStage:
+    name = "properties"
+    phase = Phase.CPU
+    order = 3
+    shown = 1
+    timed = True
+    says = "property suite (examples, steps, mutants) ..."
+    what = (
+        "the property suite as a measurement: each proposed-vs-baseline state machine run to "
+        "`examples` examples (100 in the full grid; the deep profile's 1,000 run on their own, see"
+        " property-suite.md) of up to `steps` steps (the deep profile's 50), and each deliberately"
+        " broken policy searched for a counterexample, in a pool of `workers` processes "
+        "([property-suite.md](property-suite.md))"
+    )
+    writes = "`raw/properties.json`; tables `property-runs`, `mutants`"
+
+    def run(self, ctx: StageContext) -> None:
+        found = property_results(ctx.grid.values["properties"], ctx.meta, show=ctx.show)
+        write_properties(found, ctx.raw)
+
+    def read(self, raw: Path) -> dict[str, Any] | None:
+        return read_properties(raw)
+
+    def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        problems = check_properties(found)
+        listed = (
+            "\n".join(f"- {p}" for p in problems)
+            or "none: every machine passed and every mutant was caught by the invariant it breaks"
+        )
+        return StageReport(
+            tables=property_tables(found),
+            sections=[("Property suite: problems", listed)],
+            problems=problems,
+        )
+
+
+STAGE: Stage[dict[str, Any]] = PropertiesStage()

@@ -48,7 +48,9 @@ from typing import Any
 from connmgr.bench.results import schema
 from connmgr.bench.results.rows import RunMeta, point_text, sim_row
 from connmgr.bench.results.schema import Kind
+from connmgr.bench.runtime.pool import bar
 from connmgr.bench.runtime.sparkjob import Progress, spark_job
+from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
 from connmgr.sim.clients import ClientTimings
 from connmgr.sim.run import prepare, run_spec
 
@@ -357,3 +359,38 @@ def sweep_scaling(
         target = out if i == len(ordered) - 1 else scratch / f"sweep-{size}.parquet"
         outcomes.append(run_sweep(spark, size, target, meta=meta, seed=seed, progress=progress))
     return tuple(outcomes)
+
+
+class SweepStage(RowsOnly):
+    name = "sweep"
+    phase = Phase.SPARK
+    order = 1
+    timed = False
+    """Each size is timed instead (the report's scaling section, ``job.json``'s ``sweep``)."""
+    what = (
+        "the simulator itself inside Spark tasks over a large grid drawn deterministically from a "
+        "seed (10,000 points in the full run; 20,000 took 9 minutes of two shared cores, more than"
+        " the 30-minute job can spare beside the fleet, life and TLS stages), `proposed` against "
+        "`java-today` and `aiokafka-today`, each run one simulated hour at a coarser request "
+        "cadence that counts the same sockets and client-hour "
+        "(`connmgr.bench.stages.sweep.SWEEP_TIMINGS`: measured equal on 300 points), timed at "
+        "several grid sizes"
+    )
+    writes = "`kind = sweep`"
+
+    def run(self, ctx: StageContext) -> None:
+        """Every ``[sweep] sizes`` in turn; the largest is kept as
+        ``raw/results/sweep.parquet``, the others go to ``raw/scratch/``."""
+        sizes = list(ctx.grid.get("sweep", "sizes"))
+        for size in bar(sizes, len(sizes), "sweep", ctx.show):
+            last = size == sizes[-1]
+            target = (
+                ctx.results / "sweep.parquet" if last else ctx.raw / "scratch" / f"sweep-{size}"
+            )
+            sweep = run_sweep(
+                ctx.spark, size, target, meta=ctx.meta, seed=ctx.grid.get("sweep", "seed")
+            )
+            ctx.sweep.append((sweep.points, sweep.wall_s, sweep.simulations))
+
+
+STAGE: Stage[None] = SweepStage()

@@ -29,6 +29,7 @@ from connmgr.bench.report.table import Table, make_table
 from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
+from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.handshake_cost import HandshakeCost
 
 TLS_FILE = "tls.json"
@@ -253,3 +254,39 @@ def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
         ),
         rows,
     )
+
+
+class TlsStage:
+    name = "tls"
+    phase = Phase.TIMED
+    order = 3
+    shown = 3
+    timed = True
+    says = "TLS and SASL on a real KRaft cluster ..."
+    what = (
+        "TLS and SASL on a real 3-node KRaft cluster (`[tls]`; how the tier is built: "
+        "[tls.md](tls.md)): SSL and SASL_SSL (SCRAM-SHA-512) listeners with certificates made at "
+        "the stage's start, behind user-space forwarders that inject 0 / 5 / 20 ms RTT; "
+        "`connections` handshakes per protocol and RTT with aiokafka's own dialler (median, p90), "
+        "the brokers' CPU per handshake (JVM user+system time less the idle rate), time to first "
+        "ack over SASL_SSL for stock aiokafka and the drop-in (`starts` each per RTT, alternating,"
+        " after one warm-up start; the only ratio) and kafka-clients 4.4.0 once per RTT (context)."
+        " The fit `time = fixed_ms + round_trips x RTT` per protocol is the simulator's handshake "
+        "cost: `handshake-price` multiplies the simulated and sweep handshakes per client-hour by "
+        "it"
+    )
+    writes = (
+        "`raw/tls.json`; tables `tls-handshakes`, `tls-cost`, `tls-first-ack`, `handshake-price`"
+    )
+
+    def run(self, ctx: StageContext) -> None:
+        run_tls(ctx.grid.values["tls"], ctx.meta, ctx.raw)
+
+    def read(self, raw: Path) -> dict[str, Any] | None:
+        return read_tls(raw)
+
+    def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        return StageReport(tables=tls_tables(found, raw / "results"))
+
+
+STAGE: Stage[dict[str, Any]] = TlsStage()
