@@ -933,7 +933,7 @@ def test_docs_describe_every_column() -> None:
     for column in schema.COLUMNS:
         assert f"`{column.name}`" in text, column.name
     assert block(text, "columns") == columns_markdown(), (
-        "run: python -m connmgr.bench.report docs/results-schema.md"
+        "run: python -m connmgr.bench.docs docs/results-schema.md"
     )
 
 

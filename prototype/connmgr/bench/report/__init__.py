@@ -9,7 +9,4 @@ Spark (:mod:`~connmgr.bench.report.aggregation`, by the rules of
 (:mod:`~connmgr.bench.report.stated`), the tables (:mod:`~connmgr.bench.report.tables`,
 written by :mod:`~connmgr.bench.report.table`), the plots
 (:mod:`~connmgr.bench.report.plots`) and the page (:mod:`~connmgr.bench.report.page`).
-
-``python -m connmgr.bench.report docs/results-schema.md`` refreshes the schema's tables in
-the docs.
 """
