@@ -10,7 +10,15 @@ from typing import Annotated
 import pytest
 from connmgr.bench.report.summaries import PairSummary
 from connmgr.bench.results.record import Count, Flags, Keyed, MaybeReal, Record, Text
-from connmgr.bench.results.schema import BOOL, COLUMNS, DOUBLE, LONG, POINT_PARAMS, STRING
+from connmgr.bench.results.schema import (
+    BOOL,
+    COLUMNS,
+    DOUBLE,
+    LONG,
+    PAIR_KEYS,
+    POINT_PARAMS,
+    STRING,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +100,4 @@ def test_the_point_parameters_are_the_results_schema_s_and_the_comparison_s() ->
         "rtt_ms",
     )
     assert all(compared[p] == by_name[p] for p in POINT_PARAMS)
+    assert PAIR_KEYS == ("kind", "point", "repeat")

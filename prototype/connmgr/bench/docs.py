@@ -1,6 +1,6 @@
 """The docs' blocks generated from the code (:mod:`connmgr.docblocks`): the results schema's
-columns, the stages' table and their names in run order. A test compares each file's blocks
-with :func:`blocks`' text for them.
+columns, the comparison's columns, the stages' table and their names in run order. A test
+compares each file's blocks with :func:`blocks`' text for them.
 
 ``python -m connmgr.bench.docs docs/results-schema.md docs/benchmarks.md docs/architecture.md``
 rewrites them.
@@ -12,12 +12,22 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from connmgr.bench.report.summaries import PairSummary
 from connmgr.bench.results.schema import columns_markdown
 from connmgr.bench.stages import stage_names, stages_markdown
 from connmgr.docblocks import refresh
 
+
+def comparison_columns() -> str:
+    """The ``comparison`` table's columns and types, from :class:`PairSummary`."""
+    lines = ["| column | type |", "|---|---|"]
+    lines += [f"| `{name}` | {type_.value} |" for name, type_ in PairSummary.columns()]
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "columns": columns_markdown,
+    "comparison-columns": comparison_columns,
     "stages": stages_markdown,
     "stage-names": stage_names,
 }

@@ -47,7 +47,7 @@ from connmgr.bench.report.summaries import (
 from connmgr.bench.report.table import arrow_schema
 from connmgr.bench.report.tables import COMPARISON_COLUMNS
 from connmgr.bench.results import schema
-from connmgr.bench.results.schema import POINT_PARAMS
+from connmgr.bench.results.schema import PAIR_KEYS, POINT_PARAMS
 
 T = TypeVar("T")
 
@@ -81,7 +81,7 @@ def pair_summary(df: Any, tolerance: float) -> Any:
     flags ``worse_<m>`` of the regression rules and ``regressed`` (any of them)."""
     from pyspark.sql import functions as F
 
-    keys = ("kind", "point", "repeat")
+    keys = PAIR_KEYS
     subjects = [PROPOSED, *(s for s, _ in PAIRS)]
     prop = df.where(F.col("policy").isin(subjects)).select(
         *keys,

@@ -53,13 +53,11 @@ from connmgr.bench.report.page import (
 from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.summaries import BaselineHeadline, Regression, regressions_of
 from connmgr.bench.report.table import Table, TableFiles, write_table
-from connmgr.bench.results.schema import POINT_PARAMS
 from connmgr.errors import ConfigError
 
 __all__ = [
     "BROKER_BUCKETS",
     "NON_NEGATIVE",
-    "POINT_PARAMS",
     "POSITIVE",
     "TIMING_SLACK_MS",
     "Comparison",

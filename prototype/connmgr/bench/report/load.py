@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 from connmgr.bench.report.metrics import PROPOSED
 from connmgr.bench.results import schema
-from connmgr.bench.results.schema import POINT_PARAMS, ResultsError
+from connmgr.bench.results.schema import PAIR_KEYS, POINT_PARAMS, ResultsError
 
 NON_NEGATIVE = (
     "repeat",
@@ -181,7 +181,7 @@ def _check_pairing(df: Any) -> None:
         .where("n > 1")
         .withColumn("problem", F.lit("duplicate"))
     )
-    per_repeat = df.groupBy("kind", "point", "repeat").agg(
+    per_repeat = df.groupBy(*PAIR_KEYS).agg(
         F.sum(is_proposed).alias("np"), F.count(F.lit(1)).alias("n"), files, policies
     )
     unpaired = per_repeat.where("np > 0 AND n = np").withColumn("problem", F.lit("unpaired"))

@@ -57,6 +57,9 @@ class Column:
     since: int = 1
     """The schema version that added the column: a file of an earlier version lacks it and
     is read with it null (such a column is nullable)."""
+    pair: bool = False
+    """A key rows pair on: a ``proposed`` row is compared with every other policy's row of the
+    same values (:data:`PAIR_KEYS`)."""
     point: bool = False
     """A parameter of the grid point: every row of one ``(kind, point)`` agrees on it
     (:data:`POINT_PARAMS`)."""
@@ -70,13 +73,14 @@ STRING, LONG, DOUBLE, BOOL = ColumnType.STRING, ColumnType.LONG, ColumnType.DOUB
 COLUMNS: tuple[Column, ...] = (
     Column("schema_version", LONG, False, f"this schema's version ({SCHEMA_VERSION})"),
     Column("run_id", STRING, False, "the main-job run that wrote the row (also reports/<run-id>/)"),
-    Column("kind", STRING, False, "sim, real or sweep (where the numbers come from)"),
+    Column("kind", STRING, False, "sim, real or sweep (where the numbers come from)", pair=True),
     Column(
         "point",
         STRING,
         False,
         "the grid point: scenario and parameters as canonical text; rows pair on "
         "(kind, point, repeat)",
+        pair=True,
     ),
     Column("scenario", STRING, False, "the scenario name (see `connmgr scenarios`)", point=True),
     Column(
@@ -102,7 +106,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("idle_disabled", BOOL, False, "connections.max.idle.ms = -1 on the client", point=True),
     Column("rtt_ms", DOUBLE, False, "RTT injected on every broker", point=True),
     Column("duration_ms", DOUBLE, False, "simulated duration (sim/sweep) or wall time (real)"),
-    Column("repeat", LONG, False, "repeat number, from 0"),
+    Column("repeat", LONG, False, "repeat number, from 0", pair=True),
     Column("seed", LONG, False, "the seed of the run (policy and client randomness)"),
     Column("opened", LONG, False, "sockets opened (dials that connected or failed)"),
     Column("failed", LONG, False, "dials that failed"),
@@ -180,6 +184,8 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 NAMES = tuple(c.name for c in COLUMNS)
+PAIR_KEYS = tuple(c.name for c in COLUMNS if c.pair)
+"""The columns rows pair on: (kind, point, repeat)."""
 POINT_PARAMS = tuple(c.name for c in COLUMNS if c.point)
 """Columns every row of one (kind, point) must agree on: the point's parameters, which the
 comparison carries into each (kind, point, subject, baseline)."""
