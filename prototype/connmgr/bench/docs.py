@@ -2,13 +2,13 @@
 columns, the comparison's columns, the stages' table and their names in run order. A test
 compares each file's blocks with :func:`blocks`' text for them.
 
-``python -m connmgr.bench.docs docs/results-schema.md docs/benchmarks.md docs/architecture.md``
-rewrites them.
+``python -m connmgr.bench.docs [FILE...]`` rewrites them (by default in :data:`DOCS`, from the
+checkout's root).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -49,8 +49,13 @@ DOCS = ("docs/results-schema.md", "docs/benchmarks.md", "docs/architecture.md")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    for name in sys.argv[1:] if argv is None else argv:
-        print(f"{name}: {'updated' if refresh_docs(Path(name)) else 'up to date'}")
+    parser = argparse.ArgumentParser(
+        prog="python -m connmgr.bench.docs",
+        description="Rewrite the blocks generated from the code in each Markdown file.",
+    )
+    parser.add_argument("files", nargs="*", type=Path, default=[Path(d) for d in DOCS])
+    for path in parser.parse_args(argv).files:
+        print(f"{path}: {'updated' if refresh_docs(path) else 'up to date'}")
     return 0
 
 
