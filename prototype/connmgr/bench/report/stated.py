@@ -17,28 +17,34 @@ so a report written before the table existed still gives it. Nothing here needs 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from connmgr.bench.report.metrics import PROPOSED
 from connmgr.bench.report.summaries import BaselineHeadline, Regression
 from connmgr.bench.report.table import Table, make_table, markdown_table
-from connmgr.bench.results.schema import DOUBLE, LONG, STRING
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.costs import KIND, STATED_COSTS, StatedCost, covering
 
-STATED_COLUMNS = (
-    ("kind", STRING),
-    ("scenario", STRING),
-    ("point", STRING),
-    ("baseline", STRING),
-    ("metric", STRING),
-    ("stated_excess", LONG),
-    ("proposed", DOUBLE),
-    ("baseline_value", DOUBLE),
-    ("excess", DOUBLE),
-    ("status", STRING),
-    ("reason", STRING),
-)
+
+@dataclass(frozen=True, slots=True)
+class StatedCostRow(Record):
+    """A row of the ``stated-costs`` table: one stated cost as this run measured it."""
+
+    kind: Text
+    scenario: Text
+    point: Text
+    baseline: Text
+    metric: Text
+    stated_excess: Count
+    proposed: MaybeReal
+    baseline_value: MaybeReal
+    excess: MaybeReal
+    status: Text
+    reason: Text
+
+
+STATED_COLUMNS = StatedCostRow.columns()
 
 AS_STATED = "as stated"
 BELOW = "below the stated excess"

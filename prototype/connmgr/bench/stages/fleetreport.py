@@ -25,8 +25,9 @@ from typing import Any
 from connmgr.bench.report import plots
 from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.table import Table, arrow_schema, make_table
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import DOUBLE, LONG, STRING, ColumnType, ResultsError
+from connmgr.bench.results.schema import ColumnType, ResultsError
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.bench.stages.fleet import (
@@ -226,29 +227,41 @@ def _restart_rows(view: FleetView, policy: str) -> list[dict[str, Any]]:
     return rows
 
 
-FLEET_COLUMNS = (
-    ("policy", STRING),
-    ("sockets_mean", DOUBLE),
-    ("sockets_p50", LONG),
-    ("sockets_p99", LONG),
-    ("sockets_max", LONG),
-    ("fleet_sockets_mean", DOUBLE),
-    ("handshakes", LONG),
-    ("handshakes_restart", LONG),
-    ("peak_per_s_restart", LONG),
-    ("calm_per_s", DOUBLE),
-    ("peak_per_s", LONG),
-    ("refused", LONG),
-)
-RESTART_COLUMNS = (
-    ("policy", STRING),
-    ("broker", LONG),
-    ("down_at_s", DOUBLE),
-    ("sockets_before", LONG),
-    ("handshakes", LONG),
-    ("peak_per_s", LONG),
-    ("handshakes_on_return", LONG),
-)
+@dataclass(frozen=True, slots=True)
+class FleetRow(Record):
+    """A row of the ``fleet`` table: one policy over the fleet's hour."""
+
+    policy: Text
+    sockets_mean: MaybeReal
+    sockets_p50: Count
+    sockets_p99: Count
+    sockets_max: Count
+    fleet_sockets_mean: MaybeReal
+    handshakes: Count
+    handshakes_restart: Count
+    peak_per_s_restart: Count
+    calm_per_s: MaybeReal
+    peak_per_s: Count
+    refused: Count
+
+
+FLEET_COLUMNS = FleetRow.columns()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRestart(Record):
+    """A row of the ``fleet-restarts`` table: one restarted broker under one policy."""
+
+    policy: Text
+    broker: Count
+    down_at_s: MaybeReal
+    sockets_before: Count
+    handshakes: Count
+    peak_per_s: Count
+    handshakes_on_return: Count
+
+
+RESTART_COLUMNS = FleetRestart.columns()
 
 
 def fleet_tables(view: FleetView) -> list[Table]:

@@ -25,14 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from connmgr.bench.grid import java_version, parse_entry
 from connmgr.bench.report.metrics import LIFE_METRICS, PROPOSED
 from connmgr.bench.report.summaries import BaselineHeadline
 from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.record import Count, Keyed, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta, life_columns
-from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS, LONG, STRING
+from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.errors import ConnMgrError
@@ -169,6 +170,21 @@ def medians(found: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class RealLife(Record):
+    """A row of the ``real-life`` table: one client through one scenario, medians per
+    represented client-hour (total and by role) and the proposal's ratio to it."""
+
+    scenario: Text
+    client: Text
+    repeats: Count
+    per_hour: Annotated[Mapping[str, float | None], Keyed(_PER_HOUR, "{}", DOUBLE)]
+    ratio: Annotated[Mapping[str, float | None], Keyed(LIFE_METRICS, "{}_ratio", DOUBLE)]
+    opened: MaybeReal
+    steady: MaybeReal
+    commit_failures: MaybeReal
+
+
 def real_life_table(found: Mapping[str, Any]) -> Table:
     """The ``real-life`` report table: per scenario and client, medians per represented
     client-hour, total and by role, and the ratio of the proposal's to each."""
@@ -191,16 +207,7 @@ def real_life_table(found: Mapping[str, Any]) -> Table:
         f"{s['repeats']} run(s), from the client's start to the end of its life, per "
         "represented client-hour, total and by role; `*_ratio`: proposed / this client. "
         "`rolling_restart=1`: each broker down in turn, leadership moved away and back.",
-        (
-            ("scenario", STRING),
-            ("client", STRING),
-            ("repeats", LONG),
-            *((c, DOUBLE) for c in _PER_HOUR),
-            *((f"{m}_ratio", DOUBLE) for m in LIFE_METRICS),
-            ("opened", DOUBLE),
-            ("steady", DOUBLE),
-            ("commit_failures", DOUBLE),
-        ),
+        RealLife.columns(),
         rows,
     )
 

@@ -30,8 +30,8 @@ from connmgr.bench.grid import parse_entry
 from connmgr.bench.report import plots
 from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.runtime.pool import pooled
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
@@ -174,18 +174,23 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-LINGER_COLUMNS = (
-    ("scenario", STRING),
-    ("setting", STRING),
-    ("linger_ms", LONG),
-    ("socket_s_per_h", DOUBLE),
-    ("handshakes_per_h", DOUBLE),
-    ("opened", DOUBLE),
-    ("steady", DOUBLE),
-    ("misrouted", LONG),
-    ("stale_wait_ms", DOUBLE),
-    ("repeats", LONG),
-)
+@dataclass(frozen=True, slots=True)
+class LingerRow(Record):
+    """A row of the ``linger`` table: one setting of one scenario, medians over repeats."""
+
+    scenario: Text
+    setting: Text
+    linger_ms: Count
+    socket_s_per_h: MaybeReal
+    handshakes_per_h: MaybeReal
+    opened: MaybeReal
+    steady: MaybeReal
+    misrouted: Count
+    stale_wait_ms: MaybeReal
+    repeats: Count
+
+
+LINGER_COLUMNS = LingerRow.columns()
 
 
 def linger_table(found: Mapping[str, Any]) -> Table:

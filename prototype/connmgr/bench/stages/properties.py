@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import as_completed
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.runtime.pool import background_pool
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
@@ -104,27 +104,39 @@ def read_properties(raw: Path) -> dict[str, Any] | None:
     return read_stage(raw, PROPERTIES_FILE, ("agreement", "mutants", "settings"), "property-stage")
 
 
-AGREEMENT_COLUMNS = (
-    ("baseline", STRING),
-    ("max_examples", LONG),
-    ("step_count", LONG),
-    ("examples", LONG),
-    ("steps", LONG),
-    ("failures", LONG),
-    ("redials", LONG),
-    ("redial_examples", LONG),
-    ("seconds", DOUBLE),
-    ("result", STRING),
-)
-MUTANT_COLUMNS = (
-    ("mutant", STRING),
-    ("expected", STRING),
-    ("invariant", STRING),
-    ("steps", LONG),
-    ("examples", LONG),
-    ("seconds", DOUBLE),
-    ("counterexample", STRING),
-)
+@dataclass(frozen=True, slots=True)
+class PropertyRun(Record):
+    """A row of the ``property-runs`` table: one proposed-vs-baseline machine's run."""
+
+    baseline: Text
+    max_examples: Count
+    step_count: Count
+    examples: Count
+    steps: Count
+    failures: Count
+    redials: Count
+    redial_examples: Count
+    seconds: MaybeReal
+    result: Text
+
+
+AGREEMENT_COLUMNS = PropertyRun.columns()
+
+
+@dataclass(frozen=True, slots=True)
+class MutantSearch(Record):
+    """A row of the ``mutants`` table: one mutant's search for a counterexample."""
+
+    mutant: Text
+    expected: Text
+    invariant: Text
+    steps: Count
+    examples: Count
+    seconds: MaybeReal
+    counterexample: Text
+
+
+MUTANT_COLUMNS = MutantSearch.columns()
 
 
 def property_tables(results: Mapping[str, Any]) -> list[Table]:

@@ -22,12 +22,13 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import DOUBLE, LONG, STRING
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.handshake_cost import HandshakeCost
@@ -98,6 +99,16 @@ def tls_tables(found: Mapping[str, Any], results: Path) -> list[Table]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class TlsHandshakes(Record):
+    """A row of the ``tls-handshakes`` table: one protocol at one RTT."""
+
+    protocol: Text
+    rtt_ms: MaybeReal
+    median_ms: MaybeReal
+    p90_ms: MaybeReal
+
+
 def _handshakes_table(report: Mapping[str, Any], where: str) -> Table:
     return make_table(
         "tls-handshakes",
@@ -105,9 +116,21 @@ def _handshakes_table(report: Mapping[str, Any], where: str) -> Table:
         f"{where} Each row: {report['connections']} connections opened one at a time with "
         "aiokafka's own dialler (TCP, the TLS handshake, ApiVersions, and for SASL_SSL the "
         "SaslHandshake and SCRAM-SHA-512's two exchanges), median and p90 in ms.",
-        (("protocol", STRING), ("rtt_ms", DOUBLE), ("median_ms", DOUBLE), ("p90_ms", DOUBLE)),
+        TlsHandshakes.columns(),
         report["handshakes"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TlsCost(Record):
+    """A row of the ``tls-cost`` table: one protocol's fitted handshake cost."""
+
+    protocol: Text
+    round_trips: MaybeReal
+    fixed_ms: MaybeReal
+    broker_cpu_ms: MaybeReal
+    cpu_connections: Count
+    setup_ms_at_20: MaybeReal
 
 
 def _cost_table(report: Mapping[str, Any], where: str) -> Table:
@@ -130,14 +153,7 @@ def _cost_table(report: Mapping[str, Any], where: str) -> Table:
         "CPU per connection over `cpu_connections` connections at RTT 0, less the idle rate "
         "(the CPU clock ticks 10 ms, so cheap handshakes are noisy); `setup_ms_at_20`: the "
         f"fitted time at {PRICE_RTT_MS:g} ms RTT plus the TCP handshake's round trip.",
-        (
-            ("protocol", STRING),
-            ("round_trips", DOUBLE),
-            ("fixed_ms", DOUBLE),
-            ("broker_cpu_ms", DOUBLE),
-            ("cpu_connections", LONG),
-            ("setup_ms_at_20", DOUBLE),
-        ),
+        TlsCost.columns(),
         rows,
     )
 
@@ -172,6 +188,21 @@ def first_ack_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class TlsFirstAck(Record):
+    """A row of the ``tls-first-ack`` table: one client at one RTT over SASL_SSL."""
+
+    rtt_ms: MaybeReal
+    client: Text
+    starts: Count
+    acked: Count
+    ttfa_ms: MaybeReal
+    ttfa_ms_min: MaybeReal
+    ttfa_ms_max: MaybeReal
+    sockets: Count
+    ratio: MaybeReal
+
+
 def _first_ack_table(report: Mapping[str, Any], where: str) -> Table:
     return make_table(
         "tls-first-ack",
@@ -181,17 +212,7 @@ def _first_ack_table(report: Mapping[str, Any], where: str) -> Table:
         "to each partition of a topic led by every broker; `sockets`: the most the client "
         "held to the SASL_SSL listeners once every record was acknowledged; `ratio`: the "
         "drop-in's median over stock aiokafka's at the same RTT (same runtime, same clock).",
-        (
-            ("rtt_ms", DOUBLE),
-            ("client", STRING),
-            ("starts", LONG),
-            ("acked", LONG),
-            ("ttfa_ms", DOUBLE),
-            ("ttfa_ms_min", DOUBLE),
-            ("ttfa_ms_max", DOUBLE),
-            ("sockets", LONG),
-            ("ratio", DOUBLE),
-        ),
+        TlsFirstAck.columns(),
         first_ack_rows(report),
     )
 
@@ -223,6 +244,18 @@ def price_rows(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class HandshakePrice(Record):
+    """A row of the ``handshake-price`` table: one kind and policy's handshakes, priced."""
+
+    kind: Text
+    policy: Text
+    runs: Count
+    handshakes_per_h: MaybeReal
+    broker_cpu_ms_per_h: MaybeReal
+    setup_ms_per_h: MaybeReal
+
+
 def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
     """``handshake-price``: the simulated and sweep clients' handshakes, priced."""
     import pyarrow.parquet as pq
@@ -244,14 +277,7 @@ def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
         "broker CPU a handshake, `setup_ms_per_h` at "
         f"{cost.time_ms(PRICE_RTT_MS, include_tcp=True):.1f} ms of client time a handshake "
         f"at {PRICE_RTT_MS:g} ms RTT (TCP's round trip included).",
-        (
-            ("kind", STRING),
-            ("policy", STRING),
-            ("runs", LONG),
-            ("handshakes_per_h", DOUBLE),
-            ("broker_cpu_ms_per_h", DOUBLE),
-            ("setup_ms_per_h", DOUBLE),
-        ),
+        HandshakePrice.columns(),
         rows,
     )
 
