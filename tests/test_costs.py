@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-from connmgr.bench import stated
 from connmgr.bench.grid import DEFAULT_GRID, load_grid
-from connmgr.bench.metrics import METRICS, RULED_METRICS
-from connmgr.bench.rows import point_text
-from connmgr.bench.schema import Kind
-from connmgr.bench.summaries import BaselineHeadline, Regression
+from connmgr.bench.report import stated
+from connmgr.bench.report.metrics import METRICS, RULED_METRICS
+from connmgr.bench.report.summaries import BaselineHeadline, Regression
+from connmgr.bench.results.rows import point_text
+from connmgr.bench.results.schema import Kind
 from connmgr.cli import _bench_status
 from connmgr.costs import (
     KIND,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from connmgr.bench import rfc
-from connmgr.bench.schema import ResultsError
+from connmgr.bench.results.schema import ResultsError
 
 TEXT = rfc.RFC.read_text()
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from connmgr import __version__, javalog
-from connmgr.bench.spark import SparkJobFailed
+from connmgr.bench.runtime.spark import SparkJobFailed
 from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
 from connmgr.docblocks import options_help
 from connmgr.errors import ConfigError, ConnMgrError

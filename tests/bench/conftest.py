@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench import schema
+from connmgr.bench.results import schema
 
 RowFactory = Callable[..., dict[str, Any]]
 ResultsWriter = Callable[..., Path]
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from connmgr.bench.spark import spark_session
+    from connmgr.bench.runtime.spark import spark_session
 
     session = spark_session("local[2]", app="connmgr-bench-tests")
     yield session

@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, Grid, load_grid
 from connmgr.bench.job import BenchOutcome, run_bench
-from connmgr.bench.plots import colour
-from connmgr.bench.schema import read_parquet
-from connmgr.bench.table import MISSING
+from connmgr.bench.report.plots import colour
+from connmgr.bench.report.table import MISSING
+from connmgr.bench.results.schema import read_parquet
 from connmgr.testing.evidence import MAX_STEPS
 from plotcheck import check_png, figures_drawn, labelled, visible_axes
 
@@ -408,7 +408,7 @@ def test_the_quick_run_exits_0_and_a_regression_injected_into_its_results_exits_
     import shutil
 
     from connmgr.bench.job import regenerate_report
-    from connmgr.bench.schema import write_parquet
+    from connmgr.bench.results.schema import write_parquet
     from connmgr.cli import _bench_status
 
     assert _bench_status(quick.regressions, quick.problems) == 0

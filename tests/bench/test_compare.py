@@ -19,20 +19,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench import schema
-from connmgr.bench.compare import (
+from connmgr.bench.report.compare import (
     Comparison,
     load_micro,
     load_results,
     pair_summary,
     run_comparison,
 )
-from connmgr.bench.report import (
-    MISSING,
-    columns_markdown,
-    regressions_of,
-)
-from connmgr.bench.schema import ResultsError
+from connmgr.bench.report.summaries import regressions_of
+from connmgr.bench.report.table import MISSING
+from connmgr.bench.results import schema
+from connmgr.bench.results.schema import ResultsError, columns_markdown
 from connmgr.docblocks import block
 
 DOCS = Path(__file__).parents[2] / "docs" / "results-schema.md"
@@ -936,7 +933,7 @@ def test_docs_describe_every_column() -> None:
     for column in schema.COLUMNS:
         assert f"`{column.name}`" in text, column.name
     assert block(text, "columns") == columns_markdown(), (
-        "run: python -m connmgr.bench.report docs/results-schema.md"
+        "run: python -m connmgr.bench.docs docs/results-schema.md"
     )
 
 

@@ -16,10 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench import fleet as fl
-from connmgr.bench.fleet import FleetSettings, draw_client, restart_schedule, restart_window
-from connmgr.bench.fleetreport import fleet_buckets, fleet_tables, read_fleet, write_fleet
-from connmgr.bench.fleetview import (
+from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
+from connmgr.bench.report.plots import colour
+from connmgr.bench.results.rows import new_meta
+from connmgr.bench.results.schema import ResultsError
+from connmgr.bench.stages import fleet as fl
+from connmgr.bench.stages.fleet import FleetSettings, draw_client, restart_schedule, restart_window
+from connmgr.bench.stages.fleetreport import (
+    fleet_buckets,
+    fleet_over_time,
+    fleet_tables,
+    read_fleet,
+    write_fleet,
+)
+from connmgr.bench.stages.fleetview import (
     FleetView,
     broker_series,
     fleet_local,
@@ -27,10 +37,6 @@ from connmgr.bench.fleetview import (
     open_at,
     run_fleet,
 )
-from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.plots import colour, fleet_over_time
-from connmgr.bench.rows import new_meta
-from connmgr.bench.schema import ResultsError
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger, ConnEvent
 from connmgr.sim.run import build_simulator

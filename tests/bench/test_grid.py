@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
-from connmgr.bench.job import sim_rows
-from connmgr.bench.rows import new_meta
-from connmgr.bench.schema import NAMES, check_row
+from connmgr.bench.results.rows import new_meta
+from connmgr.bench.results.schema import NAMES, check_row
+from connmgr.bench.stages.simulate import sim_rows
 from connmgr.cli import main
 
 SMALL = """

@@ -1,4 +1,4 @@
-"""The life stage's report side (``connmgr.bench.life``): medians, the ``real-life`` table,
+"""The life stage's report side (``connmgr.bench.stages.life``): medians, the ``real-life`` table,
 the headline's real-life ratios and the life-costs rows, from a ``raw/life.json``; and the
 grid's ``[life]`` section checked."""
 
@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.life import (
+from connmgr.bench.report.page import headline_markdown
+from connmgr.bench.report.tables import decision_table, headline_table, simulator_table
+from connmgr.bench.results.rows import new_meta
+from connmgr.bench.stages.life import (
     life_costs,
     life_headlines,
     plan,
@@ -17,9 +20,6 @@ from connmgr.bench.life import (
     real_life_table,
     write_life,
 )
-from connmgr.bench.page import headline_markdown
-from connmgr.bench.rows import new_meta
-from connmgr.bench.tables import decision_table, headline_table, simulator_table
 
 SETTINGS = {
     "scenarios": ["big-producer brokers=3", "big-consumer brokers=3 rolling_restart=1"],

@@ -7,19 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.linger import (
+from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid, parse_entry
+from connmgr.bench.report.plots import colour
+from connmgr.bench.results.rows import new_meta
+from connmgr.bench.results.schema import ResultsError
+from connmgr.bench.stages.linger import (
     linger_points,
     linger_table,
-    parse_entry,
+    linger_tradeoff,
     plan,
     read_linger,
     run_one,
     write_linger,
 )
-from connmgr.bench.plots import colour, linger_tradeoff
-from connmgr.bench.rows import new_meta
-from connmgr.bench.schema import ResultsError
 from connmgr.errors import ConfigError
 from plotcheck import check_png, figures_drawn, labelled, visible_axes
 

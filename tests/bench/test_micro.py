@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.compare import load_micro
+from connmgr.bench.report.compare import load_micro
 from connmgr.policies import POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.properties import (
+from connmgr.bench.results.rows import new_meta
+from connmgr.bench.results.schema import ResultsError
+from connmgr.bench.stages.properties import (
     check_properties,
     property_results,
     property_tables,
     read_properties,
     write_properties,
 )
-from connmgr.bench.rows import new_meta
-from connmgr.bench.schema import ResultsError
 from connmgr.testing.evidence import MAX_STEPS, MUTANTS, MutantCase, find_counterexample
 from connmgr.testing.mutants import NeverClose
 

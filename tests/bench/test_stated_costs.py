@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.schema import write_parquet
+from connmgr.bench.results.schema import write_parquet
 from connmgr.cli import main
 
 from .conftest import build_row

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench import schema, sweep
-from connmgr.bench.compare import result_files
-from connmgr.bench.rows import RunMeta
+from connmgr.bench.report.compare import result_files
+from connmgr.bench.results import schema
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.stages import sweep
 from connmgr.sim.run import prepare
 
 POINTS = 200

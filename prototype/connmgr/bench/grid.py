@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.metrics import PAIRS
-from connmgr.bench.rows import point_text
+from connmgr.bench.report.metrics import PAIRS
+from connmgr.bench.results.rows import point_text
 from connmgr.errors import ConfigError, UnknownName
 from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 from connmgr.policies import POLICIES
@@ -213,7 +213,7 @@ class Grid:
 def real_jobs(grid: Grid) -> list[tuple[RealPoint, str, int]]:
     """The real runs in the order they run: per point, per repeat, every client of the grid,
     so that the clients of a pair run one after the other at each repeat. A pair of
-    :data:`~connmgr.bench.metrics.PAIRS` whose two clients are both in the grid takes turns
+    :data:`~connmgr.bench.report.metrics.PAIRS` whose two clients are both in the grid takes turns
     going first (in the grid's order at even repeats, swapped at odd ones), so that running
     second (the first one's files already in the page cache) falls on both."""
     jobs = []
@@ -367,10 +367,22 @@ def _check_tls(source: Path, tls: Mapping[str, Any]) -> None:
             raise GridError(f"{source}: tls.{key} must be >= 1, got {tls[key]!r}")
 
 
+def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
+    """A scenario entry of the grid (``[linger]``, ``[life]``): ``"big-producer brokers=100"``
+    -> ``("big-producer", {"brokers": "100"})``; a :class:`ConfigError` for a word that is not
+    ``key=value``."""
+    name, *words = entry.split()
+    params: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"scenario entry {entry!r}: {word!r} is not key=value")
+        params[key] = value
+    return name, params
+
+
 def _check_linger_entry(source: Path, entry: str) -> None:
     """A ``[linger]`` scenario entry names a scenario and parameters it can be built with."""
-    from connmgr.bench.linger import parse_entry
-
     try:
         name, params = parse_entry(entry)
         get_scenario(name).spec(params)
@@ -382,7 +394,6 @@ def _check_life(source: Path, values: Mapping[str, Any]) -> None:
     """The ``[life]`` section's clients exist and include the proposal, and each scenario
     entry is a scenario with parameters and run options it can be run with (a rolling
     restart that fits the life)."""
-    from connmgr.bench.linger import parse_entry
     from connmgr.realrun.run import RUN_OPTIONS, check_life_settings
 
     bad = [c for c in values["clients"] if c not in REAL_CLIENTS and not _is_java(c)]
@@ -410,7 +421,7 @@ def _check_life(source: Path, values: Mapping[str, Any]) -> None:
 
 def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:
     """The ``[fleet]`` section describes a fleet that can run (restarts fit the hour...)."""
-    from connmgr.bench.fleet import FleetSettings
+    from connmgr.bench.stages.fleet import FleetSettings
 
     try:
         FleetSettings.from_values(values)

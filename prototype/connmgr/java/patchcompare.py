@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench.rows import git_commit
+from connmgr.bench.results.rows import git_commit
 from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX, SETTLE_MS, SWITCHES
 
 __all__ = ["SCENARIOS", "Row", "main", "render", "run_rows", "summarise"]

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench import plots as bench_plots
 from connmgr.bench.longrun.drive import PhaseEvent
+from connmgr.bench.report import plots as bench_plots
 
 __all__ = ["VARIANT_COLOURS", "handshakes_over_time", "sockets_by_broker", "sockets_by_client"]
 
@@ -87,7 +87,7 @@ def sockets_by_broker(
     axes[-1].set_xlabel(
         "seconds since the clients' launch (orange: a broker down; purple: the move)"
     )
-    return bench_plots._save(fig, path)
+    return bench_plots.save(fig, path)
 
 
 def sockets_by_client(
@@ -106,7 +106,7 @@ def sockets_by_client(
         ax.set_ylim(bottom=0)
     axes[0].legend(fontsize=7, loc="upper left")
     axes[-1].set_xlabel("seconds since the clients' launch")
-    return bench_plots._save(fig, path)
+    return bench_plots.save(fig, path)
 
 
 def handshakes_over_time(
@@ -130,4 +130,4 @@ def handshakes_over_time(
     ax.set_ylabel("handshakes so far")
     ax.set_xlabel("seconds since the clients' launch")
     ax.legend(fontsize=7, loc="upper left")
-    return bench_plots._save(fig, path)
+    return bench_plots.save(fig, path)

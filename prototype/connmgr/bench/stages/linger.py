@@ -1,0 +1,305 @@
+"""The linger trade-off: the proposal's ``connection_linger_ms`` swept per scenario, over a
+client-hour (the stage's results name it ``linger_ms``).
+
+Prompt close trades sockets held against handshakes: a connection nothing needs any more is
+closed after ``connection_linger_ms`` of quiet, so a short linger holds fewer socket-seconds
+and, when the need comes back (a leader that moves away and back, a coordinator that moves,
+the next transaction's coordinator), pays a new handshake. The grid's ``[linger]`` section names the
+scenarios (``name`` or ``name key=value ...``: a scenario of ``connmgr scenarios`` with
+``--set`` parameters) and the values; each scenario runs the proposal at every value and the
+section's baselines once, ``repeats`` times (seeds ``seed``, ``seed + 1``, ...), each over
+``duration_ms`` of simulated time.
+
+Every run's socket-seconds and handshakes are the ledger's (:class:`connmgr.ledger.Life`)
+scaled to one client-hour. The results are written as ``raw/linger.json`` and become the
+``linger`` table (median per scenario and setting, :func:`linger_table`) and the
+``linger`` plot (socket-seconds against handshakes per scenario, the proposal's curve
+through its values and each baseline as one point).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from connmgr.bench.grid import parse_entry
+from connmgr.bench.report import plots
+from connmgr.bench.report.plots import ExtraPlot
+from connmgr.bench.report.table import Table, make_table
+from connmgr.bench.results.record import Count, MaybeReal, Record, Text
+from connmgr.bench.results.rows import RunMeta
+from connmgr.bench.results.stagefile import read_stage, write_stage
+from connmgr.bench.runtime.pool import pooled
+from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr.sim.run import prepare, run_spec
+
+LINGER_FILE = "linger.json"
+"""Under ``raw/``: the linger stage's runs."""
+
+PROPOSED = "proposed"
+
+
+@dataclass(frozen=True)
+class LingerRun:
+    """One simulated client-hour of the linger stage: ``policy`` through ``scenario`` (with
+    ``params``), at ``linger_ms`` (the proposal) or as is (a baseline: ``linger_ms`` None)."""
+
+    entry: str
+    """The grid's text for the scenario (``name`` or ``name key=value ...``)."""
+    scenario: str
+    params: Mapping[str, str]
+    policy: str
+    linger_ms: int | None
+    repeat: int
+    seed: int
+
+
+def plan(values: Mapping[str, Any]) -> list[LingerRun]:
+    """Every run of the ``[linger]`` section ``values``, in the order they are run."""
+    runs = []
+    for entry in values["scenarios"]:
+        scenario, params = parse_entry(entry)
+        params = {**params, "duration_ms": str(values["duration_ms"])}
+        for repeat in range(values["repeats"]):
+            seed = values["seed"] + repeat
+            settings: list[tuple[str, int | None]] = [(PROPOSED, v) for v in values["values_ms"]]
+            settings += [(b, None) for b in values["baselines"]]
+            for policy, linger in settings:
+                runs.append(LingerRun(entry, scenario, params, policy, linger, repeat, seed))
+    return runs
+
+
+def run_one(run: LingerRun) -> dict[str, Any]:
+    """The raw result of one run: its key and the client-hour's counts."""
+    settings = {**run.params, "seed": str(run.seed)}
+    if run.linger_ms is not None:
+        settings["connection_linger_ms"] = str(run.linger_ms)
+    spec, policy_settings, seed = prepare(run.scenario, settings)
+    result = run_spec(spec, run.policy, policy_settings, seed)
+    counts = result.counts
+    life = counts.life
+    return {
+        "scenario": run.entry,
+        "policy": run.policy,
+        "linger_ms": run.linger_ms,
+        "repeat": run.repeat,
+        "seed": run.seed,
+        "horizon_s": life.horizon_s,
+        "opened": counts.opened,
+        "steady": counts.steady,
+        "peak": counts.peak,
+        "misrouted": int(result.misrouted),
+        # Only where the cluster has DNS names (ip-change): ms requests waited on a socket
+        # to an address the broker had left, until its timeout or the policy's retirement.
+        "stale_wait_ms": result.stale_wait_ms,
+        "socket_s_per_h": sum(life.per_hour(life.socket_seconds).values()),
+        "handshakes_per_h": sum(life.per_hour(life.handshakes).values()),
+    }
+
+
+def write_linger(values: Mapping[str, Any], meta: RunMeta, rows: Sequence[Any], raw: Path) -> Path:
+    """``raw/linger.json``: the section's settings, the run's meta and every run's result."""
+    data = {"meta": meta.columns(), "settings": dict(values), "runs": list(rows)}
+    return write_stage(raw, LINGER_FILE, data)
+
+
+def read_linger(raw: Path) -> dict[str, Any] | None:
+    """``raw/linger.json``, or None if the run had no linger stage. Raises
+    :class:`~connmgr.bench.results.schema.ResultsError` naming the file if it is there but
+    broken."""
+    return read_stage(raw, LINGER_FILE, ("runs", "settings"), "linger-stage")
+
+
+@dataclass(frozen=True)
+class LingerPoint:
+    """One setting of one scenario, its medians over the repeats: what the table shows and
+    the plot draws."""
+
+    scenario: str
+    policy: str
+    linger_ms: int | None
+    socket_s_per_h: float
+    handshakes_per_h: float
+    opened: float
+    steady: float
+    misrouted: int
+    repeats: int
+    stale_wait_ms: float | None = None
+    """Median ms requests waited on sockets to a stale address (None: no DNS names)."""
+
+    @property
+    def setting(self) -> str:
+        """``proposed@3000ms`` for the proposal at one linger, the baseline's name else."""
+        return self.policy if self.linger_ms is None else f"{self.policy}@{self.linger_ms}ms"
+
+
+def linger_points(found: Mapping[str, Any]) -> list[LingerPoint]:
+    """The medians of ``raw/linger.json``'s runs per (scenario, policy, linger), in the
+    grid's scenario order, the proposal's values first (ascending), then the baselines."""
+    groups: dict[tuple[str, str, int | None], list[Mapping[str, Any]]] = defaultdict(list)
+    for run in found["runs"]:
+        groups[(run["scenario"], run["policy"], run["linger_ms"])].append(run)
+    order = {s: i for i, s in enumerate(found["settings"]["scenarios"])}
+
+    def key(k: tuple[str, str, int | None]) -> tuple[int, bool, int, str]:
+        scenario, policy, linger = k
+        return (order.get(scenario, len(order)), policy != PROPOSED, linger or 0, policy)
+
+    points = []
+    for k in sorted(groups, key=key):
+        runs = groups[k]
+        points.append(
+            LingerPoint(
+                k[0],
+                k[1],
+                k[2],
+                statistics.median(r["socket_s_per_h"] for r in runs),
+                statistics.median(r["handshakes_per_h"] for r in runs),
+                statistics.median(r["opened"] for r in runs),
+                statistics.median(r["steady"] for r in runs),
+                sum(r["misrouted"] for r in runs),
+                len(runs),
+                _median_or_none([r.get("stale_wait_ms") for r in runs]),
+            )
+        )
+    return points
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class LingerRow(Record):
+    """A row of the ``linger`` table: one setting of one scenario, medians over repeats."""
+
+    scenario: Text
+    setting: Text
+    linger_ms: Count
+    socket_s_per_h: MaybeReal
+    handshakes_per_h: MaybeReal
+    opened: MaybeReal
+    steady: MaybeReal
+    misrouted: Count
+    stale_wait_ms: MaybeReal
+    repeats: Count
+
+
+LINGER_COLUMNS = LingerRow.columns()
+
+
+def linger_table(found: Mapping[str, Any]) -> Table:
+    """The ``linger`` report table: one row per scenario and setting (medians)."""
+    s = found["settings"]
+    points = linger_points(found)
+    return make_table(
+        "linger",
+        "The linger trade-off: socket-seconds against handshakes per client-hour",
+        f"Each row: the median over {s['repeats']} seeded runs of {s['duration_ms'] / 3.6e6:g} "
+        "simulated hour(s) of one scenario, for the proposal at one `linger_ms` "
+        "(its `connection_linger_ms` option) "
+        f"({', '.join(str(v) for v in s['values_ms'])} ms) or a baseline model as it is "
+        "(`linger_ms` empty). `socket_s_per_h`: the time-integral of open sockets per "
+        "client-hour, every role; `handshakes_per_h`: connections established per "
+        "client-hour (each one TCP handshake, and a TLS/SASL exchange on a secured "
+        "listener). Linger applies only to connections nothing needs any more (a leader "
+        "that moved away, the bootstrap connection, a lookup's broker): where a scenario's "
+        "rows do not move with it, nothing became unneeded there. `stale_wait_ms` (only where "
+        "the cluster has DNS names, `ip-change`): ms requests waited on sockets to an address "
+        "the broker had left, until a request timeout or the proposal's retirement of it.",
+        LINGER_COLUMNS,
+        [{**asdict(p), "setting": p.setting} for p in points],
+    )
+
+
+def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
+    """Socket-seconds against handshakes per client-hour, one panel per scenario: the
+    proposal's curve through its linger values (each labelled), each baseline one marker.
+    Rows: the ``linger`` table's points."""
+    if not points:
+        return None
+    scenarios = list(dict.fromkeys(p.scenario for p in points))[: plots.MAX_PANELS]
+    fig, axes = plots.figure(len(scenarios))
+    for ax, scenario in zip(axes, scenarios, strict=True):
+        mine = [p for p in points if p.scenario == scenario]
+        curve = [p for p in mine if p.linger_ms is not None]
+        ax.plot(
+            [p.handshakes_per_h for p in curve],
+            [p.socket_s_per_h for p in curve],
+            "o-",
+            color=plots.colour(PROPOSED),
+            label=PROPOSED,
+        )
+        for p in curve:
+            ax.annotate(
+                _linger_label(p.linger_ms or 0),
+                (p.handshakes_per_h, p.socket_s_per_h),
+                fontsize=6,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
+        for p in mine:
+            if p.linger_ms is None:
+                ax.plot(
+                    p.handshakes_per_h,
+                    p.socket_s_per_h,
+                    "s",
+                    color=plots.colour(p.policy),
+                    label=p.policy,
+                )
+        ax.set_title(plots.short(scenario, 40), fontsize=9)
+        ax.set_xlabel("handshakes per client-hour")
+        ax.set_ylabel("socket-seconds per client-hour")
+        ax.legend(fontsize=7)
+    fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
+    return plots.save(fig, path)
+
+
+def _linger_label(ms: int) -> str:
+    return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
+
+
+class LingerStage:
+    name = "linger"
+    phase = Phase.CPU
+    order = 2
+    shown = 2
+    timed = True
+    says = None
+    what = (
+        "the linger trade-off: the proposal at every `connection_linger_ms` of `[linger] "
+        "values_ms` (0, 100 ms, 1 s, 3 s, 30 s, 540 s) and `java-today` / `aiokafka-today` as they"
+        " are, through each scenario of `[linger] scenarios` (`name` or `name key=value ...`), "
+        "each run one simulated client-hour, `repeats` seeds: socket-seconds and handshakes per "
+        "client-hour (the ledger's `Life`)"
+    )
+    writes = "`raw/linger.json`; table and plot `linger`"
+
+    def run(self, ctx: StageContext) -> None:
+        """The proposal at every ``[linger]`` value and the baselines, per scenario, each a
+        simulated client-hour, on the grid's ``[sim] workers`` processes."""
+        values = ctx.grid.values["linger"]
+        rows = pooled(run_one, plan(values), "linger", ctx.show, ctx.grid.get("sim", "workers"))
+        write_linger(values, ctx.meta, rows, ctx.raw)
+
+    def read(self, raw: Path) -> dict[str, Any] | None:
+        return read_linger(raw)
+
+    def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        points = linger_points(found)
+        plot: ExtraPlot = (
+            "linger",
+            "The linger trade-off",
+            "Socket-seconds against handshakes per client-hour, per scenario: the "
+            "proposal at each connection_linger_ms, each baseline as it is.",
+            lambda path: linger_tradeoff(points, path),
+        )
+        return StageReport(tables=[linger_table(found)], plots=[plot])
+
+
+STAGE: Stage[dict[str, Any]] = LingerStage()

@@ -1,0 +1,62 @@
+"""Every policy through the simulator over the grid's simulated points
+(``raw/results/sim.parquet``), in worker processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from connmgr.bench.grid import Grid, SimPoint
+from connmgr.bench.results.rows import RunMeta, sim_row
+from connmgr.bench.results.schema import write_parquet
+from connmgr.bench.runtime.pool import pooled
+from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr.sim.run import prepare, run_spec
+
+
+def sim_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
+    """Every policy of the grid through every simulated point, ``repeats`` times, on the
+    grid's ``[sim] workers`` processes (rows in point, repeat, policy order)."""
+    repeats = grid.get("sim", "repeats")
+    base_seed = grid.get("sim", "seed")
+    jobs = [
+        (point, policy, r, base_seed + r, meta)
+        for point in grid.sim_points
+        for r in range(repeats)
+        for policy in grid.policies
+    ]
+    return pooled(_sim_one, jobs, "simulate", show, grid.get("sim", "workers"))
+
+
+def _sim_one(job: tuple[SimPoint, str, int, int, RunMeta]) -> dict[str, Any]:
+    point, policy, repeat, seed, meta = job
+    spec, policy_settings, _ = prepare(point.scenario, {**point.params, "seed": str(seed)})
+    result = run_spec(spec, policy, policy_settings, seed)
+    result.scenario = point.scenario
+    return sim_row(
+        result,
+        spec,
+        meta=meta,
+        point=point.point,
+        repeat=repeat,
+        idle_disabled=point.idle_disabled,
+    )
+
+
+class SimulateStage(RowsOnly):
+    name = "simulate"
+    phase = Phase.CPU
+    order = 1
+    what = (
+        "every policy (`proposed`, `java-described`, `java-today`, `aiokafka-today`) through "
+        "`big-producer` / `big-consumer` over brokers (3 to 10,000), bootstrap list size, leader "
+        "spread, partitions, topics, coordinator shared with a leader or separate, "
+        "`connections.max.idle.ms` default or -1; plus the named scenarios (the seed articles' "
+        "topologies, the Kubernetes restart, the shared proxy endpoint); `repeats` seeds each"
+    )
+    writes = "`kind = sim`"
+
+    def run(self, ctx: StageContext) -> None:
+        write_parquet(sim_rows(ctx.grid, ctx.meta, show=ctx.show), ctx.results / "sim.parquet")
+
+
+STAGE: Stage[None] = SimulateStage()
