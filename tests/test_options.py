@@ -29,8 +29,8 @@ from connmgr.core.endpoint import Endpoint
 from connmgr.core.options import INT, Reach, declared_options, option
 from connmgr.docblocks import block, options_help, options_markdown
 from connmgr.errors import ConfigError, UnknownName
+from connmgr.policies.recorded import RECORDED_OPTIONS, split_recorded
 from connmgr.sim.run import POLICY_OPTIONS, simulate
-from connmgr.testing.recorded import RECORDED_OPTIONS, split_recorded
 
 DOC = Path(__file__).parent.parent / "docs" / "drop-in-clients.md"
 BASE = PolicyConfig(bootstrap=(Endpoint("a", 1), Endpoint("b", 2)))

@@ -22,10 +22,10 @@ from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
 from connmgr.docblocks import options_help
 from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.policies import POLICIES
+from connmgr.policies.recorded import RECORDED_OPTIONS
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import POLICY_OPTIONS, simulate
 from connmgr.sim.scenarios import SCENARIOS
-from connmgr.testing.recorded import RECORDED_OPTIONS
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
-from connmgr.testing.recorded import NOTHING_RECORDED, RecordedChoices
+from connmgr.policies.recorded import NOTHING_RECORDED, RecordedChoices
 
 
 class AiokafkaTodayPolicy(Policy):

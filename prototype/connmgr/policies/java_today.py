@@ -60,7 +60,7 @@ from connmgr.core.policy import Policy
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
-from connmgr.testing.recorded import NOTHING_RECORDED, RecordedChoices
+from connmgr.policies.recorded import NOTHING_RECORDED, RecordedChoices
 
 POLL_LOOP_APIS = frozenset({Api.INIT_PRODUCER_ID, Api.GET_TELEMETRY_SUBSCRIPTIONS})
 """Any-node requests whose caller re-picks a node on every poll loop until it can send."""

@@ -10,17 +10,17 @@ from connmgr.core.config import PolicyConfig
 from connmgr.core.policy import Policy
 from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies import policy_class
+from connmgr.policies.recorded import RECORDED_OPTIONS, split_recorded
 from connmgr.seeding import derive_rng
 from connmgr.sim.result import RunResult
 from connmgr.sim.scenarios import ScenarioSpec, get_scenario, policy_config
 from connmgr.sim.simulator import Simulator
-from connmgr.testing.recorded import RECORDED_OPTIONS, split_recorded
 
 POLICY_OPTIONS = frozenset(
     f.name for f in dataclasses.fields(PolicyConfig) if f.name != "client"
 ) | frozenset(s.name for s in RECORDED_OPTIONS)
 """What ``--set`` takes besides scenario parameters: the policy options and a recorded run's
-choices (:mod:`connmgr.testing.recorded`), which the models of today's clients replay."""
+choices (:mod:`connmgr.policies.recorded`), which the models of today's clients replay."""
 
 
 def split_settings(
