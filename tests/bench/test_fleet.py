@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from connmgr.bench.fleetplan import (
+    RESTART_INTERVAL_MS,
+    FleetSettings,
+    restart_schedule,
+    restart_window,
+)
 from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
 from connmgr.bench.report.plots import colour
 from connmgr.bench.results.rows import new_meta
 from connmgr.bench.results.schema import ResultsError
 from connmgr.bench.stages import fleet as fl
-from connmgr.bench.stages.fleet import FleetSettings, draw_client, restart_schedule, restart_window
+from connmgr.bench.stages.fleet import draw_client
 from connmgr.bench.stages.fleetreport import (
     fleet_buckets,
     fleet_over_time,
@@ -188,7 +194,7 @@ def test_a_restarted_broker_is_empty_while_down_and_dialled_once_back(local: Fle
     for r in restart_schedule(SMALL):
         down = range(r.down_at_ms // width + 1, r.up_at_ms // width)
         # Clients learn their leader is back at their next request (2-minute cadence).
-        back = range(r.up_at_ms // width, (r.elected_at_ms + fl.RESTART_INTERVAL_MS) // width)
+        back = range(r.up_at_ms // width, (r.elected_at_ms + RESTART_INTERVAL_MS) // width)
         for policy in local.policies:
             (series,) = (s for s in local.series if (s.policy, s.broker) == (policy, r.broker))
             assert series.sockets_max[r.down_at_ms // width - 1] > 0

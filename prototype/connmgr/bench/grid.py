@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.fleetplan import FleetSettings
 from connmgr.bench.report.metrics import PAIRS
 from connmgr.bench.results.rows import point_text
 from connmgr.errors import ConfigError, UnknownName
@@ -421,8 +422,6 @@ def _check_life(source: Path, values: Mapping[str, Any]) -> None:
 
 def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:
     """The ``[fleet]`` section describes a fleet that can run (restarts fit the hour...)."""
-    from connmgr.bench.stages.fleet import FleetSettings
-
     try:
         FleetSettings.from_values(values)
     except ConfigError as e:

@@ -22,6 +22,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.fleetplan import (
+    ELECTION_MS,
+    RESTART_INTERVAL_MS,
+    FleetSettings,
+    Restart,
+    restart_schedule,
+    restart_window,
+)
 from connmgr.bench.report import plots
 from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.table import Table, arrow_schema, make_table
@@ -30,15 +38,7 @@ from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.schema import ColumnType, ResultsError
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
-from connmgr.bench.stages.fleet import (
-    ELECTION_MS,
-    RESTART_INTERVAL_MS,
-    START_SPREAD_MS,
-    FleetSettings,
-    Restart,
-    restart_schedule,
-    restart_window,
-)
+from connmgr.bench.stages.fleet import START_SPREAD_MS
 from connmgr.bench.stages.fleetview import BrokerSeries, FleetView
 
 FLEET_FILE = "fleet.json"

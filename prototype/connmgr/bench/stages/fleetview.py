@@ -39,14 +39,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from connmgr.bench.fleetplan import DURATION_MS, FleetSettings
 from connmgr.bench.runtime.sparkjob import Progress, spark_job
-from connmgr.bench.stages.fleet import (
-    DURATION_MS,
-    FLEET_POLICIES,
-    ClientSockets,
-    FleetSettings,
-    fleet_sockets,
-)
+from connmgr.bench.stages.fleet import FLEET_POLICIES, ClientSockets, fleet_sockets
 from connmgr.bench.stages.sweep import default_slices
 
 SECONDS = DURATION_MS // 1000
