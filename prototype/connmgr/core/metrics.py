@@ -1,5 +1,8 @@
-"""Connection metrics broken down by role: opened, closed, open now, peak, failed dials, and
-handshakes avoided (a socket that changed role instead of a new dial).
+"""j. Metrics by role, including the handshakes adoption saved (the proposed policy's rule j).
+
+Every policy keeps them (the baselines too, so the comparisons can be made by role): opened,
+closed, open now, peak, failed dials, and handshakes avoided (a socket that changed role
+instead of a new dial), per role (bootstrap, data, coordination).
 
 A role's ``peak`` is the most sockets that held that role at once; the client's ``peak`` is the
 most sockets at once in all, at most the sum of the roles' peaks (they need not coincide)."""

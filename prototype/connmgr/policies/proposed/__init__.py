@@ -23,8 +23,8 @@ h2. Stale address: a connection whose address DNS leaves out twice closes --
    :class:`~connmgr.policies.proposed.stale_address.StaleAddresses`.
 i. Socket budget: ``max_connections`` is never exceeded --
    :class:`~connmgr.policies.proposed.budget.SocketBudget`.
-j. Metrics by role, including the handshakes adoption saved --
-   :class:`connmgr.core.metrics.Metrics`.
+j. Metrics by role, including the handshakes adoption saved -- :mod:`connmgr.core.metrics`
+   (kept in the core: every policy counts by role, so that the comparisons can).
 
 The rules decide; the policy base class (:mod:`connmgr.core.policy`) does what they decide.
 """
