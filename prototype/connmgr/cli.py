@@ -186,7 +186,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the grid file (default: benchmarks/grid.toml of this checkout)",
     )
     bench.add_argument(
-        "--list", action="store_true", help="print the grid's points and exit without running"
+        "--list",
+        action="store_true",
+        help="print the stages in run order and the grid's points, and exit without running",
     )
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     bench.add_argument(
@@ -218,6 +220,9 @@ def _bench(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.grid, quick=args.quick)
     if args.list:
+        from connmgr.bench.stages import stage_names
+
+        print("stages: " + stage_names().replace("`", ""))
         print(grid.describe())
         for point in grid.sim_points:
             print(f"sim  {point.point}")

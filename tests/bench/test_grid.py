@@ -11,6 +11,7 @@ import pytest
 from connmgr.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
 from connmgr.bench.results.rows import new_meta
 from connmgr.bench.results.schema import NAMES, check_row
+from connmgr.bench.stages import stages
 from connmgr.bench.stages.simulate import sim_rows
 from connmgr.cli import main
 
@@ -326,6 +327,11 @@ def test_cli_lists_the_grid_and_reports_a_missing_file(
     out = capsys.readouterr().out
     assert re.search(r"4 simulated points x 2 policies x 2 repeats = 16 simulations", out)
     assert out.count("\nsim  ") == 4 and "skip sim big-producer" in out
+    first = out.splitlines()[0]
+    assert first.startswith("stages: ")
+    listed = [name.split(" (")[0] for name in first.removeprefix("stages: ").split(" → ")]
+    listed[-1] = listed[-1].split(",")[0]
+    assert listed == [s.name for s in stages()]
     assert main(["bench", "--list", "--grid", str(tmp_path / "nope.toml")]) == 2
     assert "nope.toml: no such grid file" in capsys.readouterr().err
 
