@@ -1,9 +1,9 @@
 """What a policy's hooks decide, for the base class to carry out: decide, then do.
 
 A policy's hooks (:mod:`connmgr.core.policy`) never change a connection nor emit an action.
-They return decisions -- the values below -- and :meth:`Policy._carry_out
-<connmgr.core.policy.Policy>` performs each one, so every close, dial, adoption and identity
-check, and every action that tells the driver of one, happens in one place.
+They return decisions -- the values below -- and :meth:`Executor.carry_out
+<connmgr.core.execution.Executor.carry_out>` performs each one, so every close, dial, adoption
+and identity check, and every action that tells the driver of one, happens in one place.
 
 Hooks that may decide several things (``on_metadata``, ``review``, ...) are generators: the
 base class carries out each decision as it is yielded, before the hook resumes, so a later

@@ -15,8 +15,9 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   live in the subclasses. A subclass says where a request goes (:meth:`Policy.place`),
   whether a new record dials (:meth:`Policy.before_dial`) and what to do on a few events
   (the ``on_*`` hooks, :meth:`Policy.review`); its hooks return decisions
-  (:mod:`connmgr.core.decisions`) and :meth:`Policy._carry_out` performs them: the one place
-  that closes, dials, adopts or asks, and emits the action that says so.
+  (:mod:`connmgr.core.decisions`) and :meth:`Executor.carry_out
+  <connmgr.core.execution.Executor.carry_out>` performs them: the one place that closes, dials,
+  adopts or asks, and emits the action that says so.
 
 Theory of operation: a request enters as *pending*. After every event the base class offers
 each pending request to :meth:`place`, which returns a connection (READY: sent now;
@@ -122,7 +123,7 @@ class Policy(ABC):
             raise PolicyMisuse(f"time went backwards: {now_ms} < {self.now_ms} ({self!r})")
         self.now_ms = self._do.now_ms = now_ms
         out: list[Action] = []
-        self._out = self._do.out = out
+        self._do.out = out
         # The two events of the hot path by exact type, before the match in _dispatch: a
         # few tenths of a microsecond, which is a tenth of the whole decision.
         kind = type(event)
@@ -338,12 +339,12 @@ class Policy(ABC):
                 # out, hand the request back for the caller to re-target.
                 if md is not None and self._md_count > request.since_md:
                     book.placed.pop(request.request_id, None)
-                    self._out.append(Reject(request.request_id, RejectReason.BROKER_GONE))
+                    self._do.out.append(Reject(request.request_id, RejectReason.BROKER_GONE))
                     continue
                 book.pending.append(request)
                 if not self._refresh_asked:
                     self._refresh_asked = True
-                    self._out.append(RefreshMetadata())
+                    self._do.out.append(RefreshMetadata())
                 continue
             generation = self.derived.generation
             conn = self.place(request)
@@ -379,4 +380,4 @@ class Policy(ABC):
             return
         if at != self._wake_at:
             self._wake_at = at
-            self._out.append(WakeAt(at))
+            self._do.out.append(WakeAt(at))
