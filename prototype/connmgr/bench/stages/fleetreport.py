@@ -33,9 +33,9 @@ from connmgr.bench.fleetplan import (
 from connmgr.bench.report import plots
 from connmgr.bench.report.plots import ExtraPlot
 from connmgr.bench.report.table import Table, arrow_schema, make_table
-from connmgr.bench.results.record import Count, MaybeReal, Record, Text
+from connmgr.bench.results.record import Count, MaybeReal, Real, Record, Text
 from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import ColumnType, ResultsError
+from connmgr.bench.results.schema import ResultsError
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.bench.stages.fleet import START_SPREAD_MS
@@ -44,15 +44,22 @@ from connmgr.bench.stages.fleetview import BrokerSeries, FleetView
 FLEET_FILE = "fleet.json"
 FLEET_CELLS = "fleet.parquet"
 """Under ``raw/``: the fleet stage's settings and series, and its per-broker buckets."""
-_CELLS = (
-    ("policy", ColumnType.STRING),
-    ("broker", ColumnType.LONG),
-    ("bucket", ColumnType.LONG),
-    ("t_s", ColumnType.DOUBLE),
-    ("sockets_avg", ColumnType.DOUBLE),
-    ("sockets_max", ColumnType.LONG),
-    ("handshakes", ColumnType.LONG),
-)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetCell(Record):
+    """A row of ``raw/fleet.parquet``: one broker's bucket under one policy."""
+
+    policy: Text
+    broker: Count
+    bucket: Count
+    t_s: Real
+    sockets_avg: Real
+    sockets_max: Count
+    handshakes: Count
+
+
+_CELLS = FleetCell.columns()
 _CELL_COLUMNS = tuple(name for name, _ in _CELLS)
 
 
