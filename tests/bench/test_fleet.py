@@ -246,7 +246,19 @@ def test_the_plot_draws_sockets_and_handshakes(local: FleetView, tmp_path: Path)
     fig = drawn["fleet"]
     top, bottom = visible_axes(fig)
     policies = list(local.policies)
-    assert list(labelled(top)) == list(labelled(bottom)) == policies
+    assert list(labelled(top)) == policies
+    # Below: one series per group of policies whose handshakes are equal second by second,
+    # labelled "a = b", so that no series hides another; every policy in exactly one group.
+    groups = [label.split(" (mean")[0].split(" = ") for label in labelled(bottom)]
+    assert sorted(p for g in groups for p in g) == sorted(policies)
+    for group in groups:
+        assert all(local.per_second[p] == local.per_second[group[0]] for p in group)
+    firsts = [g[0] for g in groups]
+    assert all(local.per_second[a] != local.per_second[b] for a in firsts for b in firsts if a < b)
+    styles = [
+        line.get_linestyle() for line in bottom.get_lines() if line.get_label() in labelled(bottom)
+    ]
+    assert len(set(styles)) == min(len(groups), 4)
     for policy in policies:
         # Above: each bucket's max over the brokers, at its minute; below: each minute's
         # busiest second (a minute without a handshake drawn at 0.5/s).
@@ -254,7 +266,11 @@ def test_the_plot_draws_sockets_and_handshakes(local: FleetView, tmp_path: Path)
         assert labelled(top)[policy] == ([b.t_s / 60 for b in mine], [b.max for b in mine])
         seconds = local.per_second[policy]
         busiest = [max(max(seconds[m : m + 60]), 0.5) for m in range(0, len(seconds), 60)]
-        assert labelled(bottom)[policy] == (list(range(len(busiest))), busiest)
+        label = next(k for k in labelled(bottom) if policy in k.split(" (mean")[0].split(" = "))
+        xs, ys = labelled(bottom)[label]
+        assert ys == busiest and len({round(x - m, 9) for m, x in enumerate(xs)}) == 1
+        mean = sum(seconds) / len(seconds)
+        assert label.endswith(f"(mean {mean:.2f}/s)")
     check_png(path, fig, [colour(p) for p in policies])
     assert fleet_over_time([], {}, (), tmp_path / "none.png") is None
 

@@ -7,8 +7,9 @@ from connmgr.core.policy import Policy
 from connmgr.core.rng import RandomSource
 from connmgr.errors import UnknownName
 from connmgr.policies.aiokafka_today import AiokafkaTodayPolicy
+from connmgr.policies.java_44 import Java44Policy
 from connmgr.policies.java_described import JavaDescribedPolicy
-from connmgr.policies.java_patched import JavaPatchedPolicy
+from connmgr.policies.java_patched import JavaB0Policy, JavaLingerPolicy, JavaPatchedPolicy
 from connmgr.policies.java_today import JavaTodayPolicy
 from connmgr.policies.proposed import ProposedPolicy
 
@@ -18,6 +19,9 @@ POLICIES: dict[str, type[Policy]] = {
         JavaDescribedPolicy,
         JavaTodayPolicy,
         JavaPatchedPolicy,
+        Java44Policy,
+        JavaB0Policy,
+        JavaLingerPolicy,
         AiokafkaTodayPolicy,
         ProposedPolicy,
     )
@@ -43,7 +47,10 @@ __all__ = [
     "BASELINES",
     "POLICIES",
     "AiokafkaTodayPolicy",
+    "Java44Policy",
+    "JavaB0Policy",
     "JavaDescribedPolicy",
+    "JavaLingerPolicy",
     "JavaPatchedPolicy",
     "JavaTodayPolicy",
     "ProposedPolicy",

@@ -61,6 +61,10 @@ class JavaPatchedPolicy(JavaTodayPolicy):
     summary: ClassVar[str] = (
         "kafka-clients 4.3.1 + the project's patch: java-today, bootstrap connection closed"
     )
+    closes_bootstrap: ClassVar[bool] = True
+    """Whether rule (b0) is switched on (``bootstrap.connection.close.enable``)."""
+    closes_unneeded: ClassVar[bool] = True
+    """Whether rule 6 is switched on (``connections.linger.ms``)."""
 
     _tracked: dict[int, Connection] | None = None
     """Bootstrap connections dialled while the bootstrap cluster was current, by id."""
@@ -87,8 +91,10 @@ class JavaPatchedPolicy(JavaTodayPolicy):
         return Dial()
 
     def review(self) -> Iterator[Decision]:
-        yield from self._close_bootstrap_connections()
-        yield from self._close_unneeded_connections()
+        if self.closes_bootstrap:
+            yield from self._close_bootstrap_connections()
+        if self.closes_unneeded:
+            yield from self._close_unneeded_connections()
 
     def next_deadline(self) -> float | None:
         times = [t for t in (super().next_deadline(), self._next_linger_deadline) if t is not None]
@@ -176,3 +182,21 @@ class JavaPatchedPolicy(JavaTodayPolicy):
             elif not conn.in_flight:
                 del tracked[conn_id]
                 yield CloseNow(conn, CloseReason.BOOTSTRAP_DONE)
+
+
+class JavaB0Policy(JavaPatchedPolicy):
+    """kafka-clients 4.3.1 with KIP (b0)'s switch alone: what closing the bootstrap connection
+    buys on its own, against today's client (the workload classes' per-KIP rows)."""
+
+    name: ClassVar[str] = "java-b0"
+    summary: ClassVar[str] = "java-today + KIP (b0) alone: the bootstrap connection closed"
+    closes_unneeded: ClassVar[bool] = False
+
+
+class JavaLingerPolicy(JavaPatchedPolicy):
+    """kafka-clients 4.3.1 with KIP (b) rule 6's switch alone (``connections.linger.ms``):
+    what prompt close buys and costs on its own, against today's client."""
+
+    name: ClassVar[str] = "java-linger"
+    summary: ClassVar[str] = "java-today + KIP (b) rule 6 alone: prompt close after a linger"
+    closes_bootstrap: ClassVar[bool] = False

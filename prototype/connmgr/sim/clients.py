@@ -352,6 +352,8 @@ class ConsumerModel(ClientModel):
 
         def fire() -> None:
             nonlocal last
+            if self.closed:
+                return  # a member that left the group: its timers stop
             idle = last is None or not self.sim.request_open(last)
             if self.coordinator is not None and self._joined and idle:
                 last = self._to_coordinator(api)
@@ -360,6 +362,8 @@ class ConsumerModel(ClientModel):
         self.sim.after(interval, fire)
 
     def on_response(self, req: SimRequest, ok: bool) -> None:
+        if self.closed:
+            return  # answers and losses after close() start nothing new
         handler = self._handlers().get(req.api)
         if handler is not None:
             handler(req, ok)

@@ -40,7 +40,7 @@ import functools
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from connmgr.bench.fleetplan import (
     DURATION_MS,
@@ -208,8 +208,18 @@ def run_client(client: FleetClient, policy: str, settings: FleetSettings) -> Sim
     return sim
 
 
+class Started(Protocol):
+    """A client placed in the fleet's hour: its index, and the instant it starts."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def start_ms(self) -> float: ...
+
+
 def client_sockets(
-    client: FleetClient,
+    client: Started,
     policy: str,
     ledger: ConnectionLedger,
     broker_at: Mapping[Endpoint, int],

@@ -328,8 +328,9 @@ def fleet_over_time(
 ) -> Path | None:
     """The fleet over its hour, a line per policy: above, the brokers' sockets per time
     bucket (of each broker's most open at once: max solid, p99 dashed, p50 dotted; log y);
-    below, the fleet's handshakes per second in each minute (its busiest second solid, its
-    mean dashed; log y). Each restarted broker's time down is shaded, its election a dotted
+    below, the fleet's busiest second of handshakes in each minute (log y; policies equal
+    second by second drawn once, the others dodged and dashed apart; the hour's mean in the
+    legend). Each restarted broker's time down is shaded, its election a dotted
     line. Rows: :func:`connmgr.bench.stages.fleetreport.fleet_buckets` and the view's
     ``per_second``."""
     if not buckets:
@@ -347,25 +348,59 @@ def fleet_over_time(
         top.step(minutes, [b.max for b in mine], "-", label=policy, **line)
         top.step(minutes, [b.p99 for b in mine], "--", alpha=0.8, **line)
         top.step(minutes, [b.p50 for b in mine], ":", alpha=0.8, **line)
-        seconds = per_second.get(policy, ())
-        spans = [seconds[m : m + 60] for m in range(0, len(seconds), 60)]
-        # Log y: a minute without a handshake is drawn at 0.5/s, below every real value.
-        busiest = [max(max(s), 0.5) for s in spans]
-        mean = [max(sum(s) / len(s), 0.5) for s in spans]
-        at = list(range(len(spans)))
-        bottom.step(at, busiest, "-", linewidth=0.9, label=policy, **line)
-        bottom.step(at, mean, "--", linewidth=0.9, alpha=0.8, **line)
+    series = handshake_series(per_second, policies)
+    for rank, (names, busiest, mean) in enumerate(series):
+        # Policies whose handshakes are the same second by second are one series with one
+        # label ("a = b"); the others are dodged sideways by a fraction of a minute, each
+        # with its own dash and marker, so that equal minutes do not hide each other.
+        dodge = (rank - (len(series) - 1) / 2) * 0.12
+        bottom.step(
+            [m + dodge for m in range(len(busiest))],
+            busiest,
+            where="post",
+            color=plots.colour(names[0]),
+            linestyle=_SERIES_STYLES[rank % len(_SERIES_STYLES)],
+            marker=_SERIES_MARKERS[rank % len(_SERIES_MARKERS)],
+            markevery=(rank, len(series) + 2),
+            markersize=4,
+            linewidth=1.1,
+            label=f"{' = '.join(names)} (mean {mean:.2f}/s)",
+        )
     for ax in (top, bottom):
         for r in restarts:
             ax.axvspan(r.down_at_ms / 60_000, r.up_at_ms / 60_000, color="tab:red", alpha=0.12)
             ax.axvline(r.elected_at_ms / 60_000, color="tab:red", linewidth=0.6, linestyle=":")
         ax.set_yscale("log")
-        ax.legend(fontsize=7)
+    top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    bottom.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     top.set_ylabel("sockets at a broker:\nmax (—), p99 (--), p50 (··)")
-    bottom.set_ylabel("fleet handshakes per second:\nbusiest second (—), mean (--)")
+    bottom.set_ylabel("fleet handshakes per second:\nbusiest second of each minute")
     bottom.set_xlabel("minute of the hour (shaded: a broker down; dotted: its election)")
     fig.suptitle("The fleet: each broker's most sockets at once per bucket; handshakes")
+    fig.subplots_adjust(right=0.78)
     return plots.save(fig, path)
+
+
+_SERIES_STYLES = ("-", "--", "-.", ":")
+_SERIES_MARKERS = ("o", "s", "^", "v", "D", "x")
+
+
+def handshake_series(
+    per_second: Mapping[str, Sequence[int]], policies: Sequence[str]
+) -> list[tuple[tuple[str, ...], list[float], float]]:
+    """The lower panel's series: per minute, the busiest second's handshakes (at least
+    0.5/s: on a log axis a minute without a handshake is drawn below every real value), and
+    the hour's mean per second; one series per group of policies whose seconds are all
+    equal, named in ``policies`` order."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for policy in policies:
+        groups.setdefault(tuple(per_second.get(policy, ())), []).append(policy)
+    out = []
+    for seconds, names in groups.items():
+        spans = [seconds[m : m + 60] for m in range(0, len(seconds), 60)]
+        busiest = [max(max(s), 0.5) for s in spans]
+        out.append((tuple(names), busiest, sum(seconds) / max(len(seconds), 1)))
+    return out
 
 
 class FleetStage:
