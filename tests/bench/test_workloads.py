@@ -29,6 +29,7 @@ from connmgr.bench.workloads.limits import LIMITS, MSK, Scope
 from connmgr.bench.workloads.report import (
     JSON_FILE,
     headroom,
+    kip_rows,
     over_today,
     read_cells,
     render_index,
@@ -221,10 +222,22 @@ def test_a_cell_runs_end_to_end() -> None:
     assert cell.load.attempts > 0 and cell.load.handshakes <= cell.load.attempts
 
 
-def test_the_committed_report_and_the_rfc_block_agree() -> None:
+def test_the_committed_report_and_the_proposals_blocks_agree() -> None:
     cells, settings = read_cells(REPORT / JSON_FILE)
     assert (REPORT / "index.md").read_text() == render_index(cells, settings)
-    assert rfcblock.current(ROOT / "proposal" / "rfc.md") == rfcblock.rendered(REPORT)
+    for block in rfcblock.BLOCKS:
+        assert rfcblock.current(block, ROOT / "proposal") == rfcblock.rendered(block, REPORT)
+
+
+def test_a_kips_rows_name_where_it_pays_and_costs() -> None:
+    cells, _ = read_cells(REPORT / JSON_FILE)
+    by = {(c.workload, c.brokers, c.client): c.load for c in cells}
+    text = kip_rows(cells, "java-linger", "java-today")
+    costs = text.split("Costs (")[1]
+    for cls in CLASSES:
+        mine, base = by[(cls.name, 6, "java-linger")], by[(cls.name, 6, "java-today")]
+        worse = mine.handshakes > base.handshakes or mine.peak_attempts > base.peak_attempts
+        assert (f" {cls.name} (" in costs or f": {cls.name} (" in costs) == worse, cls.name
 
 
 def test_the_rfc_opens_its_summary_with_the_workload_table() -> None:

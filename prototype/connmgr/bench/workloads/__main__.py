@@ -16,7 +16,7 @@ from connmgr.bench.workloads.run import BROKERS, TEMPLATES, run_all
 
 ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_OUT = ROOT / "reports" / "workloads"
-RFC = ROOT / "proposal" / "rfc.md"
+PROPOSAL = ROOT / "proposal"
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--report-only", action="store_true", help="re-render OUT/index.md from OUT's JSON"
     )
     parser.add_argument(
-        "--no-rfc", action="store_true", help="leave proposal/rfc.md's summary table alone"
+        "--no-rfc", action="store_true", help="leave the proposals' workload tables alone"
     )
     args = parser.parse_args(argv)
     if args.templates < 1:
@@ -99,8 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = write_report(cells, settings, out)
     print(f"workload report: {index}")
     if not args.no_rfc and out.resolve() == DEFAULT_OUT.resolve():
-        changed = rfcblock.refresh(RFC, out)
-        print(f"{RFC}: summary table {'refreshed' if changed else 'unchanged'}")
+        changed = rfcblock.refresh_all(PROPOSAL, out)
+        print(f"{PROPOSAL}: workload tables {', '.join(changed) or 'unchanged'}")
     return 0
 
 

@@ -214,6 +214,39 @@ def kip_table(cells: Sequence[Cell], brokers: int = SUMMARY_BROKERS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kip_rows(cells: Sequence[Cell], client: str, base: str, brokers: int = SUMMARY_BROKERS) -> str:
+    """One KIP's rows of :func:`kip_table` (``client`` over ``base`` per class), and a line
+    naming the classes where it pays (a ratio at or below 0.95) and where it costs (more
+    handshakes, attempts or peak attempts per second than ``base``)."""
+    by = _index(cells)
+    names = " | ".join(m for m, _ in METRICS)
+    lines = [f"| class ({brokers} brokers) | {names} |", "|---|" + "---:|" * len(METRICS)]
+    pays, costs = [], []
+    for cls in CLASSES:
+        a, b = by.get((cls.name, brokers, client)), by.get((cls.name, brokers, base))
+        if a is None or b is None:
+            continue
+        values = [(getattr(a.load, f), getattr(b.load, f)) for _, f in METRICS]
+        lines.append(f"| {cls.name} | " + " | ".join(_ratio(x, y) for x, y in values) + " |")
+        if any(y and x / y <= 0.95 for x, y in values):
+            pays.append(cls.name)
+        worse = [
+            f"{label} {x / y:.3f}x"
+            for (label, f), (x, y) in zip(METRICS, values, strict=True)
+            if f in ("handshakes", "attempts", "peak_attempts") and y and x > y
+        ]
+        if worse:
+            costs.append(f"{cls.name} ({', '.join(worse)})")
+    lines += [
+        "",
+        f"`{client}` over `{base}`. Pays (a ratio at or below 0.95) in: "
+        f"{', '.join(pays) or 'no class'}. Costs (more handshakes, attempts or peak attempts "
+        f"per second) in: "
+        f"{'; '.join(costs) or 'no class'}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def over_today(cells: Sequence[Cell], client: str = "proposed") -> list[str]:
     """Where ``client`` makes more handshakes or connection attempts than java-today: one
     line per (class, brokers, metric) with both figures and the ratio."""

@@ -1,44 +1,91 @@
-"""The RFC Summary's workload table, generated from ``reports/workloads/workloads.json``.
+"""The workload tables the proposals show, generated from ``reports/workloads/workloads.json``.
 
-The block sits between ``<!-- workloads:summary -->`` and ``<!-- /workloads:summary -->`` in
-``proposal/rfc.md``; :func:`refresh` rewrites it from the committed JSON, and
-``tests/bench/test_workloads.py`` fails when the RFC's block differs from it.
+Each block sits between ``<!-- workloads:NAME -->`` and ``<!-- /workloads:NAME -->`` in one
+file of ``proposal/`` (:data:`BLOCKS`): the RFC Summary's table, and each KIP's rows in its
+Motivation. :func:`refresh_all` rewrites them from the committed JSON, and
+``tests/bench/test_workloads.py`` fails when a file's block differs from it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from connmgr.bench.workloads.report import JSON_FILE, read_cells, rfc_summary
-
-START: Final = "<!-- workloads:summary -->"
-END: Final = "<!-- /workloads:summary -->"
-_BLOCK = re.compile(re.escape(START) + r"\n.*?" + re.escape(END), re.S)
+from connmgr.bench.workloads.report import JSON_FILE, kip_rows, read_cells, rfc_summary
+from connmgr.bench.workloads.run import Cell
 
 
-def rendered(report: Path) -> str:
-    """The block as the report's JSON gives it, markers included."""
+@dataclass(frozen=True)
+class Block:
+    """A generated block: its name, the file under ``proposal/`` it is in, what renders it."""
+
+    name: str
+    file: str
+    render: Callable[[Sequence[Cell]], str]
+
+    @property
+    def start(self) -> str:
+        return f"<!-- workloads:{self.name} -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- /workloads:{self.name} -->"
+
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(re.escape(self.start) + r"\n.*?" + re.escape(self.end), re.S)
+
+
+BLOCKS: Final = (
+    Block("summary", "rfc.md", rfc_summary),
+    Block(
+        "kip-b0",
+        "kip-b0-close-bootstrap-connection.md",
+        lambda c: kip_rows(c, "java-b0", "java-today"),
+    ),
+    Block(
+        "kip-b-rule-6",
+        "kip-b-connection-lifecycle.md",
+        lambda c: kip_rows(c, "java-linger", "java-today"),
+    ),
+    Block(
+        "kip-b-proposal",
+        "kip-b-connection-lifecycle.md",
+        lambda c: kip_rows(c, "proposed", "java-today"),
+    ),
+    Block("kip-d", "kip-d-broker-identity.md", lambda c: kip_rows(c, "proposed-4.4", "proposed")),
+)
+START: Final = BLOCKS[0].start
+
+
+def rendered(block: Block, report: Path) -> str:
+    """``block`` as the report's JSON gives it, markers included."""
     cells, _ = read_cells(report / JSON_FILE)
-    return f"{START}\n{rfc_summary(cells)}{END}"
+    return f"{block.start}\n{block.render(cells)}{block.end}"
 
 
-def current(rfc: Path) -> str:
-    """The block as ``rfc`` has it; ValueError if it has none."""
-    found = _BLOCK.search(rfc.read_text())
+def current(block: Block, proposal: Path) -> str:
+    """``block`` as its file under ``proposal`` has it; ValueError if it has none."""
+    path = proposal / block.file
+    found = block.pattern().search(path.read_text())
     if found is None:
-        raise ValueError(f"{rfc}: no {START} ... {END} block")
+        raise ValueError(f"{path}: no {block.start} ... {block.end} block")
     return found.group(0)
 
 
-def refresh(rfc: Path, report: Path) -> bool:
-    """Rewrite ``rfc``'s block from ``report``; whether it changed."""
-    text = rfc.read_text()
-    block = rendered(report)
-    if _BLOCK.search(text) is None:
-        raise ValueError(f"{rfc}: no {START} ... {END} block to refresh")
-    new = _BLOCK.sub(lambda _: block, text)
-    if new != text:
-        rfc.write_text(new)
-    return new != text
+def refresh_all(proposal: Path, report: Path) -> list[str]:
+    """Rewrite every block from ``report``; the names of those that changed."""
+    changed = []
+    for block in BLOCKS:
+        path = proposal / block.file
+        text = path.read_text()
+        found = block.pattern().search(text)
+        if found is None:
+            raise ValueError(f"{path}: no {block.start} ... {block.end} block to refresh")
+        new = text[: found.start()] + rendered(block, report) + text[found.end() :]
+        if new != text:
+            path.write_text(new)
+            changed.append(block.name)
+    return changed
