@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from connmgr.bench.workloads.report import JSON_FILE, kip_rows, read_cells, rfc_summary
+from connmgr.bench.workloads.report import (
+    JSON_FILE,
+    kip_rows,
+    over_today_block,
+    read_cells,
+    rfc_summary,
+)
 from connmgr.bench.workloads.run import Cell
 
 
@@ -56,6 +62,7 @@ BLOCKS: Final = (
         lambda c: kip_rows(c, "proposed", "java-today"),
     ),
     Block("kip-d", "kip-d-broker-identity.md", lambda c: kip_rows(c, "proposed-4.4", "proposed")),
+    Block("costs", "rfc.md", over_today_block),
 )
 START: Final = BLOCKS[0].start
 
