@@ -194,7 +194,10 @@ class Policy(ABC):
             case ConnectionFailed(conn_id):
                 self._do.failed(conn_id)
             case ConnectionClosedByPeer(conn_id):
+                lost = self._do.known(conn_id)
                 self._do.peer_closed(conn_id)
+                if lost is not None:
+                    self._do.carry_out(self.on_connection_lost(lost))
             case ClientClosed():
                 self._do.shutdown()
 
@@ -234,6 +237,11 @@ class Policy(ABC):
         self, conn: Connection, broker_id: int, answer: IdentityAnswer
     ) -> Iterator[Decision]:
         """Hook: the broker on ``conn`` answered whether it is ``broker_id`` (KIP-1242)."""
+        return iter(())
+
+    def on_connection_lost(self, conn: Connection) -> Iterator[Decision]:
+        """Hook: the peer closed ``conn`` (a broker restarting, the network resetting it); the
+        record is forgotten already and what it held went back to be placed again."""
         return iter(())
 
     def review(self) -> Iterator[Decision]:

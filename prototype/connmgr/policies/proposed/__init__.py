@@ -15,8 +15,9 @@ e. Data requests go to the leader's data connection, dialled on first need --
    :meth:`ProposedPolicy.place`.
 f. Coordinators are plural, each with its own placement and entry among the needed
    connections -- :mod:`connmgr.policies.proposed.coordinators`.
-g. Prompt close of what nothing needs, after ``connection_linger_ms`` --
-   :class:`~connmgr.policies.proposed.prompt_close.PromptClose`.
+g. Prompt close of what nothing needs, after ``connection_linger_ms``; a role lost with
+   its connection (a broker restarting) is waited for first, up to ``connections.max.idle.ms``
+   -- :class:`~connmgr.policies.proposed.prompt_close.PromptClose`.
 h. Endpoint change: connections to a node's old host:port drain and close --
    :meth:`ProposedPolicy.retire_moved`.
 h2. Stale address: a connection whose address DNS leaves out twice closes --

@@ -9,7 +9,7 @@ from typing import ClassVar
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, first_ready
-from connmgr.core.decisions import Decision, DialDecision, retire
+from connmgr.core.decisions import CloseNow, Decision, DialDecision, retire
 from connmgr.core.events import AddressesResolved, IdentityAnswer
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
@@ -151,7 +151,15 @@ class ProposedPolicy(Policy):
         return self.adoption.on_answer(conn, broker_id, answer)
 
     def on_addresses_resolved(self, lookup: AddressesResolved) -> Iterator[Decision]:
-        return self.stale_addresses.on_lookup(lookup)
+        """Rule (h2); a connection it closes is lost to rule (g) as one reset by its peer."""
+        for decision in self.stale_addresses.on_lookup(lookup):
+            if isinstance(decision, CloseNow):
+                self.prompt_close.lost(decision.conn)
+            yield decision
+
+    def on_connection_lost(self, conn: Connection) -> Iterator[Decision]:
+        self.prompt_close.lost(conn)
+        return iter(())
 
     # --- what is needed, and prompt close ------------------------------------------------
 
