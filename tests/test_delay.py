@@ -125,3 +125,27 @@ def test_unforward_refuses_new_dials_and_closes_the_relayed_ones(echo_port: int)
         assert network.open_relays <= 1
         with pytest.raises(KeyError):
             network.unforward(gone)
+
+
+def test_the_log_has_each_accept_and_close_in_order(echo_port: int) -> None:
+    with DelayNetwork() as network:
+        port = network.forward("127.0.0.1", echo_port)
+        assert network.connections(port) == ()
+        before = time.monotonic()
+        first = socket.create_connection(("127.0.0.1", port))
+        first.sendall(b"a")
+        assert _recv_exactly(first, 1) == b"a"
+        second = socket.create_connection(("127.0.0.1", port))
+        second.sendall(b"b")
+        assert _recv_exactly(second, 1) == b"b"
+        first.close()
+        deadline = time.monotonic() + 5
+        while network.connections(port)[0].closed_at is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        log = network.connections(port)
+        assert len(log) == network.accepted(port) == 2
+        assert before <= log[0].accepted_at <= log[1].accepted_at <= time.monotonic()
+        assert log[0].closed_at is not None and log[0].closed_at >= log[0].accepted_at
+        assert log[1].closed_at is None  # still open
+        second.close()
+        assert network.connections(0) == ()  # a port it never listened on

@@ -15,6 +15,10 @@ TLS, SASL, Kafka requests -- pays the injected RTT.
 All forwarders of a :class:`DelayNetwork` share one thread running its own asyncio loop, so
 they work whatever loop (or none) the client uses, and one ``close()`` ends them all: the
 listening sockets, every relayed connection (both sides), the loop and the thread.
+
+Every accepted connection is also logged with its accept and close instants
+(:meth:`DelayNetwork.connections`), so a benchmark can count dials per second at each broker
+and the connections open at once, not only how many there were.
 """
 
 from __future__ import annotations
@@ -24,15 +28,35 @@ import contextlib
 import threading
 import time
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, Final, Self, TypeVar
 
-__all__ = ["DelayNetwork"]
+__all__ = ["DelayNetwork", "RelayedConnection"]
 
 T = TypeVar("T")
 
 _CHUNK: Final = 65536
 _EOF: Final = b""
 """Queued after the last chunk of a direction: the writer closes the connection there."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedConnection:
+    """One connection a forwarder accepted: when (:func:`time.monotonic`, seconds), and when
+    its relay ended (both sides closed; None while it is open)."""
+
+    accepted_at: float
+    closed_at: float | None
+
+
+class _Logged:
+    """A logged connection while it lives (the loop's thread writes ``closed_at`` once)."""
+
+    __slots__ = ("accepted_at", "closed_at")
+
+    def __init__(self, accepted_at: float) -> None:
+        self.accepted_at = accepted_at
+        self.closed_at: float | None = None
 
 
 class DelayNetwork:
@@ -60,6 +84,9 @@ class DelayNetwork:
         self._relays_by_port: dict[int, set[asyncio.Task[None]]] = {}
         self._accepted: dict[int, int] = {}
         """Listening port -> connections its forwarder has accepted (kept after unforward)."""
+        self._log: dict[int, list[_Logged]] = {}
+        """Listening port -> every connection it accepted, in accept order (kept after
+        unforward). Appended on the loop's thread only; read as a copy from any thread."""
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -146,6 +173,15 @@ class DelayNetwork:
         connection a client made to it (0 for a port it never listened on)."""
         return self._accepted.get(port, 0)
 
+    def connections(self, port: int) -> tuple[RelayedConnection, ...]:
+        """Every connection the forwarder listening on ``port`` has accepted so far, in accept
+        order, with its accept and close instants (:func:`time.monotonic`); empty for a port
+        it never listened on. ``len`` of it is :meth:`accepted` (read at the same moment)."""
+        # A copy of the list (appends are atomic under the GIL), then of each entry's fields.
+        return tuple(
+            RelayedConnection(e.accepted_at, e.closed_at) for e in list(self._log.get(port, ()))
+        )
+
     @property
     def open_relays(self) -> int:
         """Relayed connections currently open (each is a client and an upstream socket)."""
@@ -163,6 +199,8 @@ class DelayNetwork:
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             (port,) = listening
+            logged = _Logged(time.monotonic())
+            self._log.setdefault(port, []).append(logged)
             self._accepted[port] = self._accepted.get(port, 0) + 1
             task = asyncio.current_task()
             assert task is not None
@@ -171,6 +209,7 @@ class DelayNetwork:
             try:
                 await self._relay(reader, writer, target_host, target_port)
             finally:
+                logged.closed_at = time.monotonic()
                 self._relays.discard(task)
                 relays.discard(task)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from connmgr.realkafka.certificates import TlsFiles, make_certificates
-from connmgr.realkafka.delay import DelayNetwork
+from connmgr.realkafka.delay import DelayNetwork, RelayedConnection
 from connmgr.realkafka.errors import RealKafkaError
 from connmgr.realkafka.process import HOST, Node
 
@@ -191,6 +191,12 @@ class SecureTier:
         """Connections the forwarders of ``access`` (one of :meth:`access`'s) have accepted
         so far: every TCP connection a client made to that listener."""
         return sum(self.network.accepted(port) for _, (_, port) in access.endpoints)
+
+    def connections(self, access: ListenerAccess) -> dict[int, tuple[RelayedConnection, ...]]:
+        """Broker id -> every connection its forwarder of ``access`` (one of :meth:`access`'s)
+        has accepted so far, with accept and close instants
+        (:meth:`DelayNetwork.connections`)."""
+        return {broker: self.network.connections(port) for broker, (_, port) in access.endpoints}
 
     def _of(self, node: Node) -> SecurePorts:
         for ports in self.ports:

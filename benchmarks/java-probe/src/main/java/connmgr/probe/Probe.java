@@ -79,6 +79,18 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Any failure prints {@code {"phase":"error","error":...}} and exits non-zero (2 for bad
  * arguments, 1 otherwise).
  *
+ * <p>{@code --client serverless} is another protocol: short-lived producers, one after the
+ * other, in this one JVM (a JVM per producer would time the JVM's start, not the client's).
+ * It prints {@code {"phase":"ready",...}}, then for each line {@code N} read on stdin it
+ * constructs a new producer (acks=all, the same settings as above), sends {@code --records}
+ * records round-robin over {@code --partitions} partitions, each record's value
+ * {@code <--value-prefix>:N:<i>}, waits for every ack (or error) and prints
+ * {@code {"phase":"acked","start":N,...}} with its counts, errors and {@code ttfa_ms}, waits for
+ * one more stdin line (the caller looks at the sockets meanwhile), closes the producer and
+ * prints {@code {"phase":"closed","start":N,"metrics":...}} with its connection metrics read
+ * after the close. A line {@code quit} (or EOF) instead of {@code N} ends the JVM, exit 0. A
+ * record that was not acknowledged is reported, not fatal: the caller counts it lost.
+ *
  * <p>Besides the three connection metrics every client has, the metrics map carries
  * {@code successful-authentication-total} and {@code failed-authentication-total} when the
  * client has them (TLS and SASL handshakes completed and failed). A producer's lines carry
@@ -148,6 +160,8 @@ public final class Probe {
         boolean txnLife;
         /** A living producer reports records it could not deliver instead of failing. */
         boolean allowSendErrors;
+        /** Serverless producers: each record's value is {@code <valuePrefix>:<start>:<i>}. */
+        String valuePrefix = "record";
         final Map<String, String> extra = new LinkedHashMap<>();
 
         static Args parse(String[] argv) {
@@ -179,6 +193,7 @@ public final class Probe {
                     case "--offsets-topic": a.offsetsTopic = value; break;
                     case "--txn-life": a.txnLife = bool(flag, value); break;
                     case "--allow-send-errors": a.allowSendErrors = bool(flag, value); break;
+                    case "--value-prefix": a.valuePrefix = value; break;
                     case "--extra": {
                         int eq = value.indexOf('=');
                         if (eq <= 0) {
@@ -190,8 +205,9 @@ public final class Probe {
                     default: throw new UsageError("unknown option " + flag);
                 }
             }
-            if (!List.of("producer", "consumer", "admin").contains(a.client)) {
-                throw new UsageError("--client must be producer, consumer or admin, got " + a.client);
+            if (!List.of("producer", "consumer", "admin", "serverless").contains(a.client)) {
+                throw new UsageError("--client must be producer, consumer, admin or serverless, got "
+                        + a.client);
             }
             require("--bootstrap", a.bootstrap);
             if (!"admin".equals(a.client)) {
@@ -284,7 +300,9 @@ public final class Probe {
         System.setProperty("probe.log.level", args.logLevel);
         int status;
         try {
-            status = new Run(args, json).run();
+            status = "serverless".equals(args.client)
+                    ? new Serverless(args, json).run()
+                    : new Run(args, json).run();
         } catch (Throwable t) {
             emitError(json, describe(t), t);
             status = 1;
@@ -633,19 +651,7 @@ public final class Probe {
             out.put("records_sent", sent.get());
             out.put("records_acked", acked.get());
             out.put("records_consumed", consumed);
-            Map<String, Object> values = new LinkedHashMap<>();
-            for (Map.Entry<String, List<Metric>> e : metrics.entrySet()) {
-                if (e.getValue().isEmpty()) {
-                    continue;  // an optional metric the client does not have
-                }
-                double sum = 0;
-                for (Metric m : e.getValue()) {
-                    Object v = m.metricValue();
-                    sum += v instanceof Number ? ((Number) v).doubleValue() : Double.NaN;
-                }
-                values.put(e.getKey(), sum);
-            }
-            out.put("metrics", values);
+            out.put("metrics", metricValues(metrics));
             if ("producer".equals(args.client)) {
                 List<Integer> failed = new ArrayList<>(failedRecords);
                 Collections.sort(failed);
@@ -668,6 +674,125 @@ public final class Probe {
             if (releasedAt != null) {
                 out.put("released_at", releasedAt);
             }
+            json.println(Json.write(out));
+            json.flush();
+        }
+    }
+
+    /** Each metric's value now, summed over its instances; an optional metric the client
+     *  does not have is left out. */
+    static Map<String, Object> metricValues(Map<String, List<Metric>> metrics) {
+        Map<String, Object> values = new LinkedHashMap<>();
+        for (Map.Entry<String, List<Metric>> e : metrics.entrySet()) {
+            if (e.getValue().isEmpty()) {
+                continue;  // an optional metric the client does not have
+            }
+            double sum = 0;
+            for (Metric m : e.getValue()) {
+                Object v = m.metricValue();
+                sum += v instanceof Number ? ((Number) v).doubleValue() : Double.NaN;
+            }
+            values.put(e.getKey(), sum);
+        }
+        return values;
+    }
+
+    /**
+     * {@code --client serverless}: a new producer per start, driven line by line from stdin
+     * (see the class comment). One producer exists at a time; each is closed before the next
+     * start is read.
+     */
+    static final class Serverless {
+        private final Args args;
+        private final PrintStream json;
+        private final BufferedReader stdin =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+
+        Serverless(Args args, PrintStream json) {
+            this.args = args;
+            this.json = json;
+        }
+
+        int run() throws Exception {
+            Map<String, Object> ready = new LinkedHashMap<>();
+            ready.put("phase", "ready");
+            ready.put("version", clientVersion());
+            ready.put("pid", ProcessHandle.current().pid());
+            emit(ready);
+            while (true) {
+                String line = stdin.readLine();
+                if (line == null || "quit".equals(line.trim())) {
+                    return 0;
+                }
+                int start;
+                try {
+                    start = Integer.parseInt(line.trim());
+                } catch (NumberFormatException e) {
+                    throw new UsageError("a start number or quit on stdin, got " + line);
+                }
+                runStart(start);
+            }
+        }
+
+        private void runStart(int start) throws Exception {
+            Properties props = new Properties();
+            props.put("bootstrap.servers", args.bootstrap);
+            props.put("acks", "all");
+            props.put("key.serializer", ByteArraySerializer.class.getName());
+            props.put("value.serializer", ByteArraySerializer.class.getName());
+            props.putAll(args.extra);
+            AtomicInteger acked = new AtomicInteger();
+            AtomicLong firstAck = new AtomicLong(NO_TIME);
+            ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.timeoutMs);
+            long clientStart = System.nanoTime();
+            KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+            Map<String, List<Metric>> metrics = connectionMetrics(producer.metrics(), "producer-metrics");
+            List<Future<RecordMetadata>> futures = new ArrayList<>(args.records);
+            for (int i = 0; i < args.records; i++) {
+                byte[] value = (args.valuePrefix + ":" + start + ":" + i).getBytes(StandardCharsets.UTF_8);
+                ProducerRecord<byte[], byte[]> record =
+                        new ProducerRecord<>(args.topic, i % args.partitions, null, value);
+                futures.add(producer.send(record, (metadata, exception) -> {
+                    if (exception == null) {
+                        firstAck.compareAndSet(NO_TIME, System.nanoTime());
+                        acked.incrementAndGet();
+                    } else {
+                        errors.add(describe(exception));
+                    }
+                }));
+            }
+            for (Future<RecordMetadata> f : futures) {
+                try {
+                    f.get(remainingMs(deadline), TimeUnit.MILLISECONDS);
+                } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                    // Counted: the callback names a failed send; a timeout leaves it unacked.
+                    errors.add(describe(e));
+                }
+            }
+            Map<String, Object> done = new LinkedHashMap<>();
+            done.put("phase", "acked");
+            done.put("start", start);
+            done.put("sent", args.records);
+            done.put("acked", acked.get());
+            done.put("errors", new ArrayList<>(errors));
+            long ack = firstAck.get();
+            done.put("ttfa_ms", ack != NO_TIME ? millisSince(clientStart, ack) : null);
+            emit(done);
+            // The caller samples the sockets now; a line (or EOF) means "close".
+            stdin.readLine();
+            producer.close();
+            Map<String, Object> closed = new LinkedHashMap<>();
+            closed.put("phase", "closed");
+            closed.put("start", start);
+            // Read after close: the Metric objects still hold the final counts.
+            closed.put("metrics", metricValues(metrics));
+            closed.put("closed_ms", millisSince(clientStart, System.nanoTime()));
+            emit(closed);
+        }
+
+        private void emit(Map<String, Object> out) {
+            out.put("log_time", logTime());
             json.println(Json.write(out));
             json.flush();
         }
