@@ -18,6 +18,16 @@ node choice, keys and idle expiry as they are). As in the patch:
 * the close is the client's choice: no reconnect backoff, nothing failed; requests queued on
   it, not yet sent, go back to be placed again.
 
+The same switch keeps the patch from dialling a second bootstrap server at start
+(``patches/0009-bootstrap-connection-in-setup.diff``): *while the bootstrap cluster is current,
+a bootstrap node whose connection is established but cannot take a request yet counts as
+connecting for ``leastLoadedNode``*, so the telemetry sender, which 4.3.1 lets dial another
+bootstrap server in the poll that sent the first metadata request, waits for the first one; a
+failed connection still lets the next pick dial another. This model has no rule for it:
+java-today's own picks do not make that second dial (:mod:`connmgr.policies.java_44` adds it);
+in a replayed run it comes from the recorded picks (``replay_choices``), and a patched run
+records none.
+
 Rule 6, ``connections.linger.ms`` (KIP (b) rule 6, ``patches/0007`` and ``0008``, at this
 model's ``connection_linger_ms``): *a READY connection that no component's published needs name,
 that carries no request and that no caller waits for, is closed once the linger has passed since
