@@ -55,7 +55,7 @@ STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
 
 OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
     {
-        "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 7,
+        "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 9,
         "org.apache.kafka.clients.ConnmgrBootstrapSecondDialTest": 9,
         "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
         "org.apache.kafka.clients.ConnmgrDnsRefreshTest": 11,

@@ -15,6 +15,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetSocketAddress;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -24,8 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * {@code bootstrap.connection.close.enable}: once a metadata response has replaced the bootstrap cluster, the
- * connection to the bootstrap node (negative id) closes as soon as it carries no request, in the same poll; with the
- * option off it stays open as in 4.3.1.
+ * connection to the bootstrap node (negative id) closes as soon as it carries no request and no caller asked about it
+ * since the last poll, in the same poll; with the option off it stays open as in 4.3.1.
  */
 public class ConnmgrBootstrapConnectionCloseTest {
 
@@ -188,6 +189,80 @@ public class ConnmgrBootstrapConnectionCloseTest {
         respond(BOOTSTRAP_ID, header, twoBrokers());
         pollResponses(client);
         assertFalse(selector.isChannelReady(BOOTSTRAP_ID));
+    }
+
+    /**
+     * Two bootstrap servers: the metadata updater dials one and sends the metadata request on it; a caller (as the
+     * producer's transaction manager for InitProducerId) dials the other with ready() and asks isReady() about it before
+     * each poll, as NetworkClientUtils.awaitReady does. Returns {metadata updater's node, caller's node}.
+     */
+    private Node[] twoBootstrapConnectionsWithACallerWaitingOnTheSecond(NetworkClient client) {
+        metadata.bootstrap(Arrays.asList(new InetSocketAddress("localhost", 9092), new InetSocketAddress("localhost", 9093)));
+        List<Node> nodes = metadata.fetch().nodes();
+        assertEquals(2, nodes.size());
+        client.poll(0, time.milliseconds());         // the metadata updater dials one bootstrap node
+        Node updaterNode = selector.isChannelReady(nodes.get(0).idString()) ? nodes.get(0) : nodes.get(1);
+        Node callerNode = updaterNode == nodes.get(0) ? nodes.get(1) : nodes.get(0);
+        assertFalse(selector.isChannelReady(callerNode.idString()));
+        selector.clear();
+        assertFalse(client.ready(callerNode, time.milliseconds()), "the caller dials the other bootstrap node");
+        client.poll(0, time.milliseconds());         // sends the metadata request; the caller's connection completes
+        assertEquals(1, client.inFlightRequestCount(updaterNode.idString()));
+        assertEquals(0, client.inFlightRequestCount(callerNode.idString()));
+        return new Node[] {updaterNode, callerNode};
+    }
+
+    @Test
+    public void testBootstrapConnectionACallerWaitsForIsKeptAndItsRequestCompletesThenItCloses() {
+        NetworkClient client = client(true);
+        Node[] nodes = twoBootstrapConnectionsWithACallerWaitingOnTheSecond(client);
+        Node updaterNode = nodes[0];
+        Node callerNode = nodes[1];
+        RequestHeader metadataHeader = lastSentHeader();
+        selector.clear();
+
+        respond(updaterNode.idString(), metadataHeader, twoBrokers());
+        client.isReady(callerNode, time.milliseconds()); // awaitReady asks before its poll
+        pollResponses(client);
+
+        assertEquals(2, metadata.fetch().nodes().size(), "the metadata response replaced the bootstrap cluster");
+        assertFalse(selector.isChannelReady(updaterNode.idString()), "the idle bootstrap connection closed, as before");
+        assertTrue(selector.isChannelReady(callerNode.idString()), "the connection a caller waits for is kept");
+        assertTrue(client.isReady(callerNode, time.milliseconds()), "and the caller can send on it");
+
+        RequestHeader callerHeader = ConnmgrSelectorExchange.send(client, selector, time, callerNode,
+                new MetadataRequest.Builder(Collections.singletonList("topic"), true));
+        assertEquals(1, client.inFlightRequestCount(callerNode.idString()));
+        respond(callerNode.idString(), callerHeader, twoBrokers());
+        List<ClientResponse> responses = pollResponses(client);
+
+        assertEquals(1, responses.size());
+        assertFalse(responses.get(0).wasDisconnected(), "the caller's request completes");
+        assertFalse(selector.isChannelReady(callerNode.idString()), "closed in the poll that completed its request");
+        assertFalse(client.connectionFailed(callerNode), "a chosen close is not a failure");
+        assertEquals(0, client.connectionDelay(callerNode, time.milliseconds()), "no reconnect backoff");
+    }
+
+    @Test
+    public void testBootstrapConnectionNoCallerAskedAboutSinceTheLastPollCloses() {
+        NetworkClient client = client(true);
+        Node[] nodes = twoBootstrapConnectionsWithACallerWaitingOnTheSecond(client);
+        Node updaterNode = nodes[0];
+        Node callerNode = nodes[1];
+        RequestHeader metadataHeader = lastSentHeader();
+        selector.clear();
+        respond(updaterNode.idString(), metadataHeader, twoBrokers());
+        client.isReady(callerNode, time.milliseconds());
+        pollResponses(client);
+        assertEquals(2, metadata.fetch().nodes().size());
+        assertTrue(selector.isChannelReady(callerNode.idString()), "asked about before this poll: kept");
+
+        // The caller no longer waits for it (it gave up, or sent elsewhere): the next poll closes it.
+        pollResponses(client);
+
+        assertFalse(selector.isChannelReady(callerNode.idString()), "nobody asked since the last poll: closed");
+        assertFalse(client.connectionFailed(callerNode));
+        assertEquals(0, client.connectionDelay(callerNode, time.milliseconds()), "no reconnect backoff");
     }
 
     @Test
