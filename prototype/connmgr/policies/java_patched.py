@@ -18,6 +18,12 @@ node choice, keys and idle expiry as they are). As in the patch:
 * the close is the client's choice: no reconnect backoff, nothing failed; requests queued on
   it, not yet sent, go back to be placed again.
 
+Not modelled: ``patches/0010-bootstrap-connection-awaited.diff``, by which the patch keeps a
+bootstrap connection a caller asked ``ready()`` about since the last check (the idempotent
+producer's ``InitProducerId`` pick) until that caller's request is answered. This model still
+closes it and places the queued request again at once (the patch before 0010 instead left the
+caller waiting out ``request.timeout.ms``).
+
 The same switch keeps the patch from dialling a second bootstrap server at start
 (``patches/0009-bootstrap-connection-in-setup.diff``): *while the bootstrap cluster is current,
 a bootstrap node whose connection is established but cannot take a request yet counts as
