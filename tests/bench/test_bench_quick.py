@@ -29,7 +29,17 @@ from connmgr.bench.report.plots import colour
 from connmgr.bench.report.table import MISSING
 from connmgr.bench.results.schema import read_parquet
 from connmgr.testing.evidence import MAX_STEPS
-from plotcheck import check_png, figures_drawn, labelled, visible_axes
+from plotcheck import (
+    check_png,
+    crowded_bars,
+    figures_drawn,
+    flattened,
+    labelled,
+    legends_over_data,
+    overlapping_texts,
+    repeated_labels,
+    visible_axes,
+)
 
 # The TLS stage starts a real KRaft cluster; the Spark stages mark it `spark` (conftest.py).
 pytestmark = [pytest.mark.embedded, pytest.mark.java, pytest.mark.real_kafka]
@@ -333,7 +343,8 @@ def test_the_quick_report_regenerates_every_rfc_figure(
 def check_series(drawn: dict[str, Any], tables: dict[str, list[dict[str, Any]]]) -> None:
     """The line plots draw their tables' points: sockets against brokers (each panel's
     policies, a peak per broker count), the sweep's savings per baseline (in %), and the
-    linger trade-off (the proposal's curve by linger value, each baseline's marker)."""
+    linger trade-off (the proposal's curve by linger value, each baseline a horizontal line,
+    for socket-seconds and for handshakes)."""
     by_brokers = tables["sockets-by-brokers"]
     for ax in visible_axes(drawn["sockets-vs-brokers"]):
         match = re.fullmatch(r"(.+) \(([\w-]+)\)", ax.get_title())
@@ -359,27 +370,51 @@ def check_series(drawn: dict[str, Any], tables: dict[str, list[dict[str, Any]]])
     linger = tables["linger"]
     scenarios = list(dict.fromkeys(r["scenario"] for r in linger))
     axes = visible_axes(drawn["linger"])
-    assert len(axes) == min(len(scenarios), 9)
-    for ax, scenario in zip(axes, scenarios, strict=False):
+    # A pair of panels per scenario: socket-seconds (titled) above handshakes.
+    tops = [ax for ax in axes if ax.get_title()]
+    bottoms = [ax for ax in axes if not ax.get_title()]
+    assert len(tops) == len(bottoms) == min(len(scenarios), 9)
+    for top, bottom, scenario in zip(tops, bottoms, scenarios, strict=False):
         mine = [r for r in linger if r["scenario"] == scenario]
         curve = sorted(
             (r for r in mine if r["linger_ms"] is not None), key=lambda r: r["linger_ms"]
         )
-        lines = labelled(ax)
-        assert lines.pop("proposed") == (
-            [r["handshakes_per_h"] for r in curve],
-            [r["socket_s_per_h"] for r in curve],
-        )
-        assert lines == {
-            r["setting"]: ([r["handshakes_per_h"]], [r["socket_s_per_h"]])
-            for r in mine
-            if r["linger_ms"] is None
-        }
+        for ax, metric in ((top, "socket_s_per_h"), (bottom, "handshakes_per_h")):
+            assert ax.get_xscale() == "symlog"
+            lines = labelled(ax)
+            assert lines.pop("proposed") == (
+                [float(r["linger_ms"]) for r in curve],
+                [r[metric] for r in curve],
+            )
+            assert lines == {
+                r["setting"]: ([0.0, 1.0], [r[metric], r[metric]])
+                for r in mine
+                if r["linger_ms"] is None
+            }
 
 
 def test_the_plots_draw_the_tables_points(quick: BenchOutcome, drawn: dict[str, Any]) -> None:
     names = ("sockets-by-brokers", "sweep-savings", "linger")
     check_series(drawn, {name: table(quick, name) for name in names})
+
+
+def check_legible(drawn: dict[str, Any]) -> None:
+    """Every plot but the fleet's: no text over another, legends beside the data, no
+    repeated label; the socket plots flatten no panel and give their bars headroom."""
+    for name, fig in drawn.items():
+        if name == "fleet":
+            continue
+        assert overlapping_texts(fig) == [], name
+        assert legends_over_data(fig) == [], name
+        assert repeated_labels(fig) == [], name
+    for name in ("sockets-vs-brokers", "sockets-by-role", "throughput"):
+        for ax in visible_axes(drawn[name]):
+            assert flattened(ax) == [], (name, ax.get_title())
+            assert crowded_bars(ax) == [], (name, ax.get_title())
+
+
+def test_the_plots_are_legible(drawn: dict[str, Any], quick: BenchOutcome) -> None:
+    check_legible(drawn)
 
 
 def test_the_life_stage_measured_every_client_and_the_headline_shows_them(

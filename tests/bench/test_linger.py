@@ -12,6 +12,7 @@ from connmgr.bench.report.plots import colour
 from connmgr.bench.results.rows import new_meta
 from connmgr.bench.results.schema import ResultsError
 from connmgr.bench.stages.linger import (
+    LingerPoint,
     linger_points,
     linger_table,
     linger_tradeoff,
@@ -21,7 +22,15 @@ from connmgr.bench.stages.linger import (
     write_linger,
 )
 from connmgr.errors import ConfigError
-from plotcheck import check_png, figures_drawn, labelled, visible_axes
+from plotcheck import (
+    check_png,
+    figures_drawn,
+    labelled,
+    legends_over_data,
+    overlapping_texts,
+    repeated_labels,
+    visible_axes,
+)
 
 SMALL: dict[str, Any] = {
     "scenarios": ["k8s-endpoint-change", "seed-producer bootstrap_offset=0"],
@@ -102,32 +111,101 @@ def test_the_table_holds_the_medians_of_the_runs(found: dict[str, Any]) -> None:
     ]
 
 
-def test_the_plot_draws_a_panel_per_scenario(found: dict[str, Any], tmp_path: Path) -> None:
+def pairs(fig: Any) -> list[tuple[Any, Any]]:
+    """The plot's (socket-seconds, handshakes) axes per scenario: the socket-seconds panels
+    of a row of scenarios above their handshakes panels."""
+    axes = visible_axes(fig)
+    tops = [ax for ax in axes if ax.get_title()]
+    bottoms = [ax for ax in axes if not ax.get_title()]
+    assert len(tops) == len(bottoms)
+    return list(zip(tops, bottoms, strict=True))
+
+
+def test_the_plot_draws_a_pair_of_panels_per_scenario(
+    found: dict[str, Any], tmp_path: Path
+) -> None:
     with figures_drawn() as drawn:
         path = linger_tradeoff(linger_points(found), tmp_path / "linger.png")
     assert path is not None
     fig = drawn["linger"]
-    axes = visible_axes(fig)
-    assert [ax.get_title() for ax in axes] == SMALL["scenarios"]
+    panels = pairs(fig)
+    assert [top.get_title() for top, _ in panels] == SMALL["scenarios"]
     rows = linger_table(found).records()
-    for ax, scenario in zip(axes, SMALL["scenarios"], strict=True):
-        # The proposal's curve through its linger values, each baseline one marker: the
-        # (handshakes, socket-seconds) of the table's rows, in its order.
-        lines = labelled(ax)
-        assert list(lines) == ["proposed", "aiokafka-today", "java-today"]
-        by_setting = {
-            r["setting"]: ([r["handshakes_per_h"]], [r["socket_s_per_h"]])
-            for r in rows
-            if r["scenario"] == scenario
-        }
-        curve = [by_setting[f"proposed@{ms}ms"] for ms in SMALL["values_ms"]]
-        assert lines["proposed"] == ([x for (x,), _ in curve], [y for _, (y,) in curve])
-        for baseline in SMALL["baselines"]:
-            assert lines[baseline] == by_setting[baseline]
-    # Two panels side by side; the proposal green, java-today brown, aiokafka-today blue.
-    assert tuple(fig.get_size_inches()) == (10.0, 3.6)
+    for (top, bottom), scenario in zip(panels, SMALL["scenarios"], strict=True):
+        # Against the linger: the proposal's curve through its values, each baseline a
+        # horizontal line across the panel; socket-seconds above, handshakes below.
+        mine = {r["setting"]: r for r in rows if r["scenario"] == scenario}
+        for ax, metric in ((top, "socket_s_per_h"), (bottom, "handshakes_per_h")):
+            lines = labelled(ax)
+            assert list(lines) == ["proposed", "aiokafka-today", "java-today"]
+            curve = [mine[f"proposed@{ms}ms"][metric] for ms in SMALL["values_ms"]]
+            assert lines["proposed"] == (list(map(float, SMALL["values_ms"])), curve)
+            for baseline in SMALL["baselines"]:
+                value = mine[baseline][metric]
+                assert lines[baseline] == ([0.0, 1.0], [value, value]), baseline
+    # Two scenarios side by side; the proposal green, java-today brown, aiokafka-today blue.
+    assert tuple(fig.get_size_inches()) == (10.0, 5.6)
     check_png(path, fig, [colour("proposed"), colour("java-today"), colour("aiokafka-today")])
     assert linger_tradeoff([], tmp_path / "none.png") is None
+
+
+FULL_VALUES = [0, 100, 1000, 3000, 30000, 540000]
+
+MEASURED = {
+    # scenario: (the proposal's (socket-seconds, handshakes) at each of FULL_VALUES,
+    #            aiokafka-today's, java-today's): a full run's medians.
+    "rolling-restart": (
+        [(24_833, 16), (24_833, 16), (24_834, 16), (24_836, 16), (24_863, 16), (24_893, 16)],
+        (24_893, 16),
+        (25_193, 16),
+    ),
+    "rolling-restart client=transactional": ([(21_240, 13)] * 6, (24_900, 16), (21_540, 13)),
+    "rebalance": (
+        [(17_401, 13), (17_402, 13), (17_409, 13), (17_425, 13), (17_641, 13), (23_041, 12)],
+        (22_771, 14),
+        (23_581, 12),
+    ),
+}
+"""Three scenarios of a full run at the full grid's six values: where most values change
+nothing, so that the old plot's labels of the curve's points printed over each other."""
+
+
+def full_grid_points() -> list[LingerPoint]:
+    points = []
+    for scenario, (curve, aiokafka, java) in MEASURED.items():
+        for ms, (socket_s, handshakes) in zip(FULL_VALUES, curve, strict=True):
+            points.append(LingerPoint(scenario, "proposed", ms, socket_s, handshakes, 9, 4, 0, 2))
+        for policy, (socket_s, handshakes) in (("aiokafka-today", aiokafka), ("java-today", java)):
+            points.append(LingerPoint(scenario, policy, None, socket_s, handshakes, 9, 4, 0, 2))
+    return points
+
+
+def test_the_plot_is_legible_at_the_full_grids_values(tmp_path: Path) -> None:
+    with figures_drawn() as drawn:
+        path = linger_tradeoff(full_grid_points(), tmp_path / "linger.png")
+    assert path is not None
+    fig = drawn["linger"]
+    # No text over another (the old plot labelled each point of the curve, and those of
+    # values that change nothing printed over each other), the legend beside the panels.
+    assert overlapping_texts(fig) == []
+    assert legends_over_data(fig) == []
+    assert repeated_labels(fig) == []
+    for top, bottom in pairs(fig):
+        for ax in (top, bottom):
+            # The linger is logarithmic, with 0 placed a step before the smallest value.
+            assert ax.get_xscale() == "symlog"
+            assert ax.get_xlim()[0] < 0 < 100 < ax.get_xlim()[1]
+        ticks = [t.get_text() for t in bottom.get_xticklabels()]
+        assert ticks == ["0", "100 ms", "1 s", "3 s", "30 s", "540 s"]
+        assert not any(t.get_visible() for t in top.get_xticklabels())
+        _, aiokafka, java = MEASURED[top.get_title()]
+        for baseline, (socket_s, handshakes) in {
+            "aiokafka-today": aiokafka,
+            "java-today": java,
+        }.items():
+            assert labelled(top)[baseline] == ([0.0, 1.0], [socket_s, socket_s])
+            assert labelled(bottom)[baseline] == ([0.0, 1.0], [handshakes, handshakes])
+    check_png(path, fig, [colour("proposed"), colour("java-today"), colour("aiokafka-today")])
 
 
 def test_a_broken_file_is_named(tmp_path: Path) -> None:

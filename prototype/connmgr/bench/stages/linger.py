@@ -13,8 +13,8 @@ section's baselines once, ``repeats`` times (seeds ``seed``, ``seed + 1``, ...),
 Every run's socket-seconds and handshakes are the ledger's (:class:`connmgr.ledger.Life`)
 scaled to one client-hour. The results are written as ``raw/linger.json`` and become the
 ``linger`` table (median per scenario and setting, :func:`linger_table`) and the
-``linger`` plot (socket-seconds against handshakes per scenario, the proposal's curve
-through its values and each baseline as one point).
+``linger`` plot (socket-seconds and handshakes against the linger per scenario, the
+proposal's curve through its values and each baseline a horizontal line).
 """
 
 from __future__ import annotations
@@ -218,50 +218,90 @@ def linger_table(found: Mapping[str, Any]) -> Table:
 
 
 def linger_tradeoff(points: Sequence[LingerPoint], path: Path) -> Path | None:
-    """Socket-seconds against handshakes per client-hour, one panel per scenario: the
-    proposal's curve through its linger values (each labelled), each baseline one marker.
-    Rows: the ``linger`` table's points."""
+    """The trade-off against the linger, per scenario: socket-seconds per client-hour above,
+    handshakes per client-hour below, against ``connection_linger_ms`` on a log axis (0, which
+    a log axis cannot place, a step before the smallest value: the axis is linear up to it).
+    The proposal is a curve through its values, each baseline a horizontal line (it has no
+    linger). Rows: the ``linger`` table's points."""
     if not points:
         return None
+    from matplotlib.figure import Figure
+
     scenarios = list(dict.fromkeys(p.scenario for p in points))[: plots.MAX_PANELS]
-    fig, axes = plots.figure(len(scenarios))
-    for ax, scenario in zip(axes, scenarios, strict=True):
+    values = sorted({p.linger_ms for p in points if p.linger_ms is not None})
+    cols = min(len(scenarios), 3)
+    rows = -(-len(scenarios) // cols)
+    # A constrained layout keeps a scenario's two panels together: the space between panels
+    # is what their labels need, not the same everywhere as with tight_layout.
+    fig = Figure(figsize=(5.0 * cols, 2 * PANEL_HEIGHT * rows), layout="constrained")
+    grid = fig.subplots(2 * rows, cols, squeeze=False)
+    for k in range(len(scenarios), rows * cols):
+        for ax in (grid[2 * (k // cols)][k % cols], grid[2 * (k // cols) + 1][k % cols]):
+            ax.set_visible(False)
+    metrics = (("socket_s_per_h", "socket-seconds"), ("handshakes_per_h", "handshakes"))
+    for k, scenario in enumerate(scenarios):
+        top, bottom = grid[2 * (k // cols)][k % cols], grid[2 * (k // cols) + 1][k % cols]
+        bottom.sharex(top)
         mine = [p for p in points if p.scenario == scenario]
-        curve = [p for p in mine if p.linger_ms is not None]
-        ax.plot(
-            [p.handshakes_per_h for p in curve],
-            [p.socket_s_per_h for p in curve],
-            "o-",
-            color=plots.colour(PROPOSED),
-            label=PROPOSED,
-        )
-        for p in curve:
-            ax.annotate(
-                _linger_label(p.linger_ms or 0),
-                (p.handshakes_per_h, p.socket_s_per_h),
-                fontsize=6,
-                textcoords="offset points",
-                xytext=(3, 3),
+        curve = sorted((p for p in mine if p.linger_ms is not None), key=lambda p: p.linger_ms or 0)
+        for ax, (metric, what) in zip((top, bottom), metrics, strict=True):
+            ax.plot(
+                [float(p.linger_ms or 0) for p in curve],
+                [getattr(p, metric) for p in curve],
+                "o-",
+                color=plots.colour(PROPOSED),
+                label=PROPOSED,
+                zorder=3,
             )
-        for p in mine:
-            if p.linger_ms is None:
-                ax.plot(
-                    p.handshakes_per_h,
-                    p.socket_s_per_h,
-                    "s",
+            baselines = [p for p in mine if p.linger_ms is None]
+            for i, p in enumerate(baselines):
+                # Dashes that interleave: baselines at the same value show both colours.
+                ax.axhline(
+                    getattr(p, metric),
                     color=plots.colour(p.policy),
+                    linestyle=(DASH * i, (DASH, DASH * max(1, len(baselines) - 1))),
                     label=p.policy,
+                    zorder=4,
                 )
-        ax.set_title(plots.short(scenario, 40), fontsize=9)
-        ax.set_xlabel("handshakes per client-hour")
-        ax.set_ylabel("socket-seconds per client-hour")
-        ax.legend(fontsize=7)
-    fig.suptitle("The linger trade-off (medians; labels: linger_ms)")
+            ax.set_ylabel(f"{what} per client-hour", fontsize=8)
+            plots.plain_numbers(ax)
+            ax.tick_params(axis="y", labelsize=8)
+        linger_axis(bottom, values)
+        top.tick_params(axis="x", labelbottom=False)
+        top.set_title(plots.short(scenario, 40), fontsize=9)
+        bottom.set_xlabel("connection_linger_ms (log scale)", fontsize=8)
+    plots.legend_below(fig, plots.legend_entries(fig.axes))
+    fig.suptitle(
+        "The linger trade-off (medians): socket-seconds and handshakes per client-hour, "
+        "against the proposal's connection_linger_ms"
+    )
     return plots.save(fig, path)
 
 
+PANEL_HEIGHT = 2.8
+"""Inches of one of a scenario's two panels of the linger plot."""
+DASH = 4.0
+"""Points of one dash of a baseline's line."""
+
+
+def linger_axis(ax: Any, values: Sequence[int]) -> None:
+    """``ax``'s x axis for linger values (ms): logarithmic above the smallest positive value
+    and linear below it, so 0 sits a step to its left; a tick at each value, labelled."""
+    from matplotlib.ticker import NullLocator
+
+    positive = [v for v in values if v > 0]
+    if positive:
+        ax.set_xscale("symlog", linthresh=positive[0], linscale=0.5)
+        ax.set_xlim(-0.25 * positive[0], 1.6 * positive[-1])
+    ax.set_xticks([float(v) for v in values], [_linger_label(v) for v in values])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.tick_params(axis="x", labelsize=8)
+
+
 def _linger_label(ms: int) -> str:
-    return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
+    if ms == 0:
+        return "0"
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms} ms"
 
 
 class LingerStage:
@@ -295,8 +335,9 @@ class LingerStage:
         plot: ExtraPlot = (
             "linger",
             "The linger trade-off",
-            "Socket-seconds against handshakes per client-hour, per scenario: the "
-            "proposal at each connection_linger_ms, each baseline as it is.",
+            "Socket-seconds (above) and handshakes (below) per client-hour against "
+            "connection_linger_ms (log scale, 0 at the left), per scenario: the proposal at "
+            "each value, each baseline as it is (a dashed horizontal line).",
             lambda path: linger_tradeoff(points, path),
         )
         return StageReport(tables=[linger_table(found)], plots=[plot])
