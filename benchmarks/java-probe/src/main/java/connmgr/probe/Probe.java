@@ -591,7 +591,7 @@ public final class Probe {
                 }
                 consumed += batch.count();
             }
-            consumer.commitSync();
+            commitRetrying(consumer);
             // Keep polling while settling, as a live application would: the fetch sessions
             // and heartbeats it keeps up are part of the steady state being measured.
             long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
@@ -607,6 +607,30 @@ public final class Probe {
                 }
             }
             return finish(consumer, connectionMetrics(consumer.metrics(), "consumer-metrics"));
+        }
+
+        /** commitSync, tried again (up to 5 times, a short poll between tries) when the
+         *  commit is refused, then given up on with a line on stderr: during a rolling restart
+         *  the embedded cluster fences a commit that carries the leader epoch of records
+         *  fetched before the restart (kafka-clients 4.4.0: "Unexpected error in commit: The
+         *  leader epoch in the request is older than the epoch on the broker"), and the
+         *  consumer commits that epoch until it fetches again. The life measures connections,
+         *  not commits: a refused commit must not end it. */
+        private void commitRetrying(KafkaConsumer<byte[], byte[]> consumer) {
+            for (int attempt = 1; attempt <= 5; attempt++) {
+                try {
+                    consumer.commitSync();
+                    return;
+                } catch (KafkaException e) {
+                    System.err.println("commitSync refused (attempt " + attempt + "): " + e);
+                }
+                try {
+                    consumer.poll(Duration.ofMillis(200));
+                } catch (KafkaException e) {
+                    System.err.println("poll after a refused commit: " + e);
+                }
+            }
+            System.err.println("commitSync refused 5 times: going on without it");
         }
 
         /** The "wait" phase, marked in the client's own log so that connections made during
