@@ -31,9 +31,10 @@ from connmgr.core import (
 from connmgr.core.actions import Action
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
-from connmgr.core.events import CoordinatorRequestNeeded, InterestChanged
+from connmgr.core.events import ConnectionClosedByPeer, CoordinatorRequestNeeded, InterestChanged
 from connmgr.core.identity import BrokerNode, CoordinatorNode, NodeIdentity
 from connmgr.policies import JavaPatchedPolicy
+from connmgr.policies.java_patched import LOST_ROLE_WAIT_MS
 
 EP = {i: Endpoint("localhost", 9090 + i) for i in range(1, 6)}
 LINGER_MS = 1_000
@@ -43,12 +44,13 @@ T0 = TopicPartition("t", 0)
 class Client:
     """A JavaPatchedPolicy and the connections it dialled, driven like the simulator does."""
 
-    def __init__(self, kind: ClientKind, leaders: dict[int, int]) -> None:
+    def __init__(self, kind: ClientKind, leaders: dict[int, int], idle_ms: int = 540_000) -> None:
         config = PolicyConfig(
             bootstrap=parse_bootstrap("localhost:9091"),
             client=kind,
             connection_linger_ms=LINGER_MS,
             bootstrap_offset=0,
+            connections_max_idle_ms=idle_ms,
         )
         self.policy = JavaPatchedPolicy(config, random.Random(1))
         self.conns: dict[NodeIdentity, int] = {}
@@ -185,3 +187,56 @@ def test_a_consumer_needs_its_coordinator_connection_not_the_coordinators_broker
     c.run_until(10 * LINGER_MS)
     assert c.unneeded() == [(BrokerNode(3), 5 + LINGER_MS)]
     assert c.open(CoordinatorNode(3)) and c.open(BrokerNode(2))
+
+
+def _leaders(c: Client, leaders: dict[int, int], now: float) -> None:
+    """A metadata response that names these leaders of topic t."""
+    md = ClusterMetadata.build(
+        "c1",
+        [BrokerInfo(i, ep) for i, ep in EP.items()],
+        {TopicPartition("t", p): b for p, b in leaders.items()},
+    )
+    c.handle(MetadataReceived(None, md), now)
+
+
+def _lose_the_leader_2_and_dial_it_again(c: Client) -> None:
+    """A restart in small: the producer's leader 2 resets its connection, the leadership moves
+    to broker 3, and a request dials broker 2 again (the patch's test does the same)."""
+    c.use(BrokerNode(2), 2, 3)
+    c.handle(ConnectionClosedByPeer(c.conns[BrokerNode(2)]), 10)
+    _leaders(c, {0: 3}, 20)
+    c.use(BrokerNode(3), 21, 22)
+    c.use(BrokerNode(2), 30, 31)
+
+
+def test_a_connection_to_a_broker_whose_role_was_lost_waits_for_the_role() -> None:
+    c = Client(ClientKind.PRODUCER, {0: 2})
+    _lose_the_leader_2_and_dial_it_again(c)
+    c.run_until(31 + 10 * LINGER_MS)
+    assert c.open(BrokerNode(2)), "unneeded for ten lingers, but its role is expected back"
+    assert c.unneeded() == []
+    back = 31 + 20 * LINGER_MS
+    _leaders(c, {0: 2}, back)  # the preferred leader is back
+    _leaders(c, {0: 3}, back + 1)  # and is let go for good later
+    c.run_until(back + 1 + LINGER_MS)
+    assert c.unneeded() == [(BrokerNode(2), back + 1 + LINGER_MS)]
+
+
+def test_the_wait_for_a_lost_role_ends_nine_minutes_after_the_loss() -> None:
+    # Idle expiry off: the wait is bounded all the same.
+    c = Client(ClientKind.PRODUCER, {0: 2}, idle_ms=-1)
+    _lose_the_leader_2_and_dial_it_again(c)
+    c.run_until(10 + LOST_ROLE_WAIT_MS - 1)
+    assert c.open(BrokerNode(2))
+    c.run_until(10 + LOST_ROLE_WAIT_MS + LINGER_MS)
+    assert c.unneeded() == [(BrokerNode(2), 10 + LOST_ROLE_WAIT_MS + LINGER_MS)]
+
+
+def test_a_connection_lost_while_nothing_needed_it_lingers_out_as_before() -> None:
+    c = Client(ClientKind.PRODUCER, {0: 2})
+    c.use(BrokerNode(2), 2, 3)
+    c.use(BrokerNode(4), 5, 6)
+    c.handle(ConnectionClosedByPeer(c.conns[BrokerNode(4)]), 10)
+    c.use(BrokerNode(4), 30, 31)
+    c.run_until(31 + 10 * LINGER_MS)
+    assert c.unneeded() == [(BrokerNode(4), 31 + LINGER_MS)]

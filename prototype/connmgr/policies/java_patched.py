@@ -51,6 +51,14 @@ any-node requests when no kept connection is to such a node.* As in the patch:
 * the check runs after every event, the close is the client's choice (no backoff, reason
   ``unneeded``), and the next linger deadline wakes the model.
 
+Rule 6's exception for a lost role (``patches/0011-lost-role-waits.diff``): *when the
+connection to a node the published needs name is lost (reset by its peer), a connection to that
+node waits for the role to come back instead of lingering out; the wait ends when the role is
+back after the client saw it go elsewhere, when the node's broker leaves the metadata, or 9
+minutes after the loss* (:data:`LOST_ROLE_WAIT_MS`). The patch also ends a wait when idle
+expiry closes the awaited connection; this model bounds it by the 9 minutes alone (the same
+value as the Java clients' default ``connections.max.idle.ms``).
+
 The switch ``connection.role.metrics.enable`` only adds metrics: no connection differs.
 ``endpoint.change.retire.enable`` (KIP (a) rule 2, ``patches/0003``) acts only when metadata
 gives a broker another host or port than its open connection's; no scenario this model is
@@ -60,7 +68,8 @@ compared on moves a broker, so it changes nothing here either.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Final
 
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import ClientKind
@@ -70,6 +79,19 @@ from connmgr.core.decisions import CloseNow, Decision, Dial, DialDecision
 from connmgr.core.identity import BootstrapNode, BrokerNode, CoordinatorNode, NodeIdentity
 from connmgr.core.state import ConnState
 from connmgr.policies.java_today import JavaTodayPolicy
+
+LOST_ROLE_WAIT_MS: Final = 540_000
+"""Rule 6: the longest a connection waits for a lost role after the loss (the patch's
+``NetworkClient.LOST_ROLE_WAIT_MS``)."""
+
+
+@dataclass(slots=True)
+class _LostRole:
+    """A node whose needed connection was lost: since when, and whether the client has since
+    seen its role go elsewhere."""
+
+    at_ms: float
+    away: bool = False
 
 
 class JavaPatchedPolicy(JavaTodayPolicy):
@@ -94,6 +116,9 @@ class JavaPatchedPolicy(JavaTodayPolicy):
     _next_linger_deadline: float | None = None
     """Rule 6: the earliest linger deadline left after the last check."""
 
+    _lost_roles: dict[NodeIdentity, _LostRole] | None = None
+    """Rule 6: per node whose needed connection was lost, when and whether its role went away."""
+
     def _bootstrap_cluster_current(self) -> bool:
         return self.metadata is None or not self.metadata.brokers
 
@@ -105,6 +130,42 @@ class JavaPatchedPolicy(JavaTodayPolicy):
                 self._tracked = {}
             self._tracked[conn.conn_id] = conn
         return Dial()
+
+    def on_connection_lost(self, conn: Connection) -> Iterator[Decision]:
+        """Rule 6's exception: a needed connection reset by its peer leaves its node waiting
+        for the role (the patch's ``maybeRecordLostRole``)."""
+        node = conn.key.node
+        if (
+            self.closes_unneeded
+            and self._publishing
+            and not isinstance(node, BootstrapNode)
+            and node in self._needed_nodes()
+        ):
+            if self._lost_roles is None:
+                self._lost_roles = {}
+            self._lost_roles[node] = _LostRole(self.now_ms)
+        return iter(())
+
+    def _settle_lost_roles(self, needed: frozenset[NodeIdentity]) -> None:
+        """Forget the lost roles that came back after going away, whose broker left the
+        metadata, or whose wait ran out; mark those not needed now as gone elsewhere (the
+        patch's ``settleLostRoles``)."""
+        lost_roles = self._lost_roles
+        if not lost_roles:
+            return
+        md = self.metadata
+        for node, lost in list(lost_roles.items()):
+            broker_id = node.broker_id if isinstance(node, BrokerNode | CoordinatorNode) else None
+            gone = md is not None and broker_id not in md.by_id
+            is_needed = node in needed
+            if gone or self.now_ms >= lost.at_ms + LOST_ROLE_WAIT_MS or (is_needed and lost.away):
+                del lost_roles[node]
+            elif not is_needed:
+                lost.away = True
+            if node in lost_roles:
+                end = lost.at_ms + LOST_ROLE_WAIT_MS
+                if self._next_linger_deadline is None or end < self._next_linger_deadline:
+                    self._next_linger_deadline = end
 
     def review(self) -> Iterator[Decision]:
         if self.closes_bootstrap:
@@ -128,13 +189,15 @@ class JavaPatchedPolicy(JavaTodayPolicy):
         if starts is None:
             starts = self._linger_starts = {}
         needed = self._needed_nodes()
+        self._settle_lost_roles(needed)
+        awaited = self._lost_roles or {}
         in_cluster = self._in_cluster
         anchor_held = False
         lingering: list[Connection] = []
         for conn in self.table.records():
             if conn.state is not ConnState.READY:
                 continue
-            if conn.key.node in needed or conn.busy:
+            if conn.key.node in needed or conn.busy or conn.key.node in awaited:
                 anchor_held = anchor_held or in_cluster(conn.key.node)
                 continue
             starts.setdefault(conn.conn_id, self.now_ms)

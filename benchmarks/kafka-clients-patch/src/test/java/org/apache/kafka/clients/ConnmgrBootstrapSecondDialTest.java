@@ -20,6 +20,7 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
@@ -67,6 +68,11 @@ public class ConnmgrBootstrapSecondDialTest {
     }
 
     private NetworkClient client(boolean closeBootstrapConnections, int maxInFlight, ClientTelemetrySender telemetry) {
+        return client(selector, closeBootstrapConnections, maxInFlight, telemetry);
+    }
+
+    private NetworkClient client(MockSelector selector, boolean closeBootstrapConnections, int maxInFlight,
+                                 ClientTelemetrySender telemetry) {
         return new NetworkClient(null, metadata, selector, "mock", maxInFlight,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS,
                 5_000, 5_000, time, false, new ApiVersions(), null, new LogContext(),
@@ -103,6 +109,49 @@ public class ConnmgrBootstrapSecondDialTest {
         if (pick != null)
             client.ready(pick, time.milliseconds());
         return pick;
+    }
+
+    /**
+     * An idempotent producer's start, for {@code clients} new clients: the transaction manager picks a node for
+     * InitProducerId before any connection exists, awaitReady polls once (the metadata updater dials its own pick) and
+     * then calls ready() on the first pick. Returns, per client, the ports dialled (no connection completes).
+     */
+    private List<List<Integer>> producerStarts(boolean closeBootstrapConnections, int clients) {
+        List<List<Integer>> starts = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            List<Integer> ports = new ArrayList<>();
+            MockSelector own = new MockSelector(time, address -> {
+                ports.add(address.getPort());
+                return false;
+            });
+            NetworkClient client = client(own, closeBootstrapConnections, Integer.MAX_VALUE, null);
+            Node pick = client.leastLoadedNode(time.milliseconds()).node();
+            client.poll(0, time.milliseconds());
+            client.ready(pick, time.milliseconds());
+            assertTrue(ports.contains(pick.port()));
+            starts.add(ports);
+        }
+        return starts;
+    }
+
+    @Test
+    public void testAPickBeforeAnyConnectionAndTheMetadataUpdatersPickAreTheSameBootstrapServer() {
+        for (List<Integer> ports : producerStarts(true, 20))
+            assertEquals(1, ports.size(), "one bootstrap server dialled, the one both picked: " + ports);
+    }
+
+    @Test
+    public void testEachClientDrawsItsOwnBootstrapScanOffset() {
+        Set<Integer> first = new HashSet<>();
+        for (List<Integer> ports : producerStarts(true, 30))
+            first.add(ports.get(0));
+        assertTrue(first.size() > 1, "clients spread over the bootstrap servers: " + first);
+    }
+
+    @Test
+    public void testWithTheOptionOffTwoPicksBeforeAnyConnectionDialTwoServersAsIn431() {
+        long twice = producerStarts(false, 20).stream().filter(ports -> ports.size() == 2).count();
+        assertTrue(twice > 0, "4.3.1 draws a new offset per pick: some starts dial two bootstrap servers");
     }
 
     @Test

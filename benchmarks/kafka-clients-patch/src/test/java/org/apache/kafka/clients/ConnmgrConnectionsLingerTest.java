@@ -6,6 +6,7 @@ import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.MetadataRequest;
 import org.apache.kafka.common.requests.MetadataResponse;
@@ -69,13 +70,17 @@ public class ConnmgrConnectionsLingerTest {
     @BeforeEach
     public void setup() {
         metadata = new Metadata(50, 50, 600_000, new LogContext(), new ClusterResourceListeners());
+        metadata.updateWithCurrentRequestVersion(clusterResponse(), false, time.milliseconds());
+        metrics = new Metrics(new MetricConfig().tags(Map.of("client-id", "p1")), time);
+    }
+
+    /** The cluster of nodes 0, 1 and 2, with topic t's partition 0 led by node 1. */
+    private static MetadataResponse clusterResponse() {
         MetadataResponse.PartitionMetadata partition = new MetadataResponse.PartitionMetadata(Errors.NONE, TP0,
                 Optional.of(1), Optional.of(1), List.of(1), List.of(1), Collections.emptyList());
         MetadataResponse.TopicMetadata topic = new MetadataResponse.TopicMetadata(Errors.NONE, TOPIC, TOPIC_ID, false,
                 List.of(partition), MetadataResponse.AUTHORIZED_OPERATIONS_OMITTED);
-        metadata.updateWithCurrentRequestVersion(RequestTestUtils.metadataResponse(List.of(NODE0, NODE1, NODE2),
-                "cluster", 0, List.of(topic)), false, time.milliseconds());
-        metrics = new Metrics(new MetricConfig().tags(Map.of("client-id", "p1")), time);
+        return RequestTestUtils.metadataResponse(List.of(NODE0, NODE1, NODE2), "cluster", 0, List.of(topic));
     }
 
     @AfterEach
@@ -298,6 +303,120 @@ public class ConnmgrConnectionsLingerTest {
         assertTrue(open(NODE0));
         assertTrue(open(NODE1));
         assertEquals(0, unneededCloses());
+    }
+
+    /**
+     * A restart in small: the connection to node 1, a leader the producer needs, is reset by the broker; the leader
+     * moves away (the snapshot no longer needs node 1) and the client dials node 1 again for some request.
+     */
+    private ConnectionNeedsPublisher loseLeaderOfNode1AndRedial(NetworkClient client) {
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        connect(client, NODE0);
+        connect(client, NODE1);
+        publisher.publish(needs(NODE0, NODE1));
+        poll(client);
+        selector.serverDisconnect(NODE1.idString());
+        poll(client);
+        assertEquals(1, client.lostRoleCount(), "a needed connection reset by its peer is a lost role");
+        publisher.publish(needs(NODE0)); // the leader moved away while the broker restarted
+        time.sleep(RECONNECT_BACKOFF_MS);
+        answerTheMetadataRefresh(client);
+        connect(client, NODE1);
+        poll(client); // the caller that dialled it asks no more
+        return publisher;
+    }
+
+    /**
+     * Answers the metadata request a disconnection asks for, sent to node 0 (the only ready node) in the next poll, so
+     * that no request stays in flight and no update stays requested.
+     */
+    private void answerTheMetadataRefresh(NetworkClient client) {
+        assertTrue(metadata.updateRequested(), "a disconnection asks for metadata");
+        client.poll(0, time.milliseconds());
+        RequestHeader header = ConnmgrSelectorExchange.lastSentHeader(selector);
+        assertEquals(ApiKeys.METADATA, header.apiKey());
+        selector.clear();
+        ConnmgrSelectorExchange.respond(selector, NODE0.idString(), header, clusterResponse());
+        poll(client);
+        assertFalse(metadata.updateRequested());
+        assertEquals(0, client.inFlightRequestCount());
+    }
+
+    @Test
+    public void testAConnectionToABrokerWhoseRoleWasLostWaitsForTheRoleInsteadOfLingeringOut() {
+        NetworkClient client = client(LINGER_MS);
+        ConnectionNeedsPublisher publisher = loseLeaderOfNode1AndRedial(client);
+        for (int i = 0; i < 10; i++) {
+            time.sleep(LINGER_MS);
+            poll(client);
+        }
+        assertTrue(open(NODE1), "unneeded for ten lingers, but kept: its role is expected back");
+        assertEquals(0, unneededCloses());
+
+        publisher.publish(needs(NODE0, NODE1)); // the preferred leader is back
+        poll(client);
+        assertEquals(0, client.lostRoleCount(), "the role came back: the wait is over");
+        publisher.publish(needs(NODE0)); // and is let go for good later
+        poll(client);
+        time.sleep(LINGER_MS - 1);
+        poll(client);
+        assertTrue(open(NODE1), "an ordinary linger from the second loss of need");
+        time.sleep(1);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+        assertEquals(1, unneededCloses());
+    }
+
+    @Test
+    public void testTheWaitForALostRoleEndsAfterNineMinutesThenTheConnectionLingers() {
+        NetworkClient client = client(LINGER_MS);
+        loseLeaderOfNode1AndRedial(client);
+        long lostAt = time.milliseconds() - RECONNECT_BACKOFF_MS;
+        time.sleep(NetworkClient.LOST_ROLE_WAIT_MS - RECONNECT_BACKOFF_MS - 1);
+        poll(client);
+        assertEquals(lostAt + NetworkClient.LOST_ROLE_WAIT_MS - 1, time.milliseconds());
+        assertTrue(open(NODE1));
+        assertEquals(1, client.lostRoleCount());
+        time.sleep(1);
+        poll(client);
+        assertEquals(0, client.lostRoleCount(), "the wait is bounded");
+        time.sleep(LINGER_MS);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
+    }
+
+    @Test
+    public void testTheWaitForALostRoleEndsWhenTheBrokerLeavesTheMetadata() {
+        NetworkClient client = client(LINGER_MS);
+        loseLeaderOfNode1AndRedial(client);
+        metadata.updateWithCurrentRequestVersion(RequestTestUtils.metadataResponse(List.of(NODE0, NODE2),
+                "cluster", 0, List.of()), false, time.milliseconds());
+        assertEquals(Set.of(NODE0, NODE2), Set.copyOf(metadata.fetch().nodes()));
+        poll(client);
+        assertEquals(0, client.lostRoleCount(), "a broker gone from the metadata has no role to come back");
+        time.sleep(LINGER_MS);
+        poll(client);
+        assertFalse(open(NODE1));
+    }
+
+    @Test
+    public void testAConnectionLostWhileNothingNeededItLingersOutAsBefore() {
+        NetworkClient client = client(LINGER_MS);
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        connect(client, NODE0);
+        connect(client, NODE1);
+        publisher.publish(needs(NODE0));
+        poll(client);
+        selector.serverDisconnect(NODE1.idString());
+        poll(client);
+        assertEquals(0, client.lostRoleCount(), "no role was lost with it");
+        time.sleep(RECONNECT_BACKOFF_MS);
+        answerTheMetadataRefresh(client);
+        connect(client, NODE1);
+        poll(client);
+        time.sleep(LINGER_MS);
+        poll(client);
+        assertClosedByChoice(client, NODE1);
     }
 
     @Test
