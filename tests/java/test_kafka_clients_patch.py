@@ -56,17 +56,20 @@ STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
 OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
     {
         "org.apache.kafka.clients.ConnmgrBootstrapConnectionCloseTest": 9,
-        "org.apache.kafka.clients.ConnmgrBootstrapSecondDialTest": 9,
+        "org.apache.kafka.clients.ConnmgrBootstrapSecondDialTest": 12,
         "org.apache.kafka.clients.ConnmgrConnectionRoleMetricsTest": 5,
         "org.apache.kafka.clients.ConnmgrDnsRefreshTest": 11,
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.ConnmgrConnectionCloseReasonTest": 10,
-        "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 14,
+        "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 18,
         "org.apache.kafka.clients.admin.ConnmgrAdminConnectionNeedsTest": 2,
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,
         "org.apache.kafka.clients.producer.internals.ConnmgrProducerConnectionNeedsTest": 4,
         "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerConnectionNeedsTest": 8,
+        "org.apache.kafka.clients.ConnmgrOptionsOffTest": 4,
+        "org.apache.kafka.clients.producer.internals.ConnmgrProducerOptionsOffTest": 1,
+        "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerOptionsOffTest": 2,
     }
 )
 """The project's own test classes and their test counts."""
