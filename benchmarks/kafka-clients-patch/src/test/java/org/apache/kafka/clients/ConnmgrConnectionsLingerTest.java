@@ -100,6 +100,19 @@ public class ConnmgrConnectionsLingerTest {
                 lingerMs);
     }
 
+    /**
+     * Connects nodes 0 and 1, publishes {@code needed} as the producer's needs and polls once: the linger of each
+     * connected node not needed starts in that poll. Returns the producer's publisher.
+     */
+    private ConnectionNeedsPublisher connectBothAndPublish(NetworkClient client, Node... needed) {
+        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
+        connect(client, NODE0);
+        connect(client, NODE1);
+        publisher.publish(needs(needed));
+        poll(client);
+        return publisher;
+    }
+
     private static ConnectionNeeds needs(Node... nodes) {
         return new ConnectionNeeds(Set.of(nodes), Set.of());
     }
@@ -153,11 +166,7 @@ public class ConnmgrConnectionsLingerTest {
     @Test
     public void testUnneededIdleConnectionClosesExactlyAtLingerExpiryAsAChosenCloseCountedUnderUnneeded() {
         NetworkClient client = client(LINGER_MS);
-        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
-        connect(client, NODE0);
-        connect(client, NODE1);
-        publisher.publish(needs(NODE0));
-        poll(client); // the linger of node 1 starts here
+        connectBothAndPublish(client, NODE0); // the linger of node 1 starts in its poll
         time.sleep(LINGER_MS - 1);
         poll(client);
         assertTrue(open(NODE1), "kept until the linger has run out");
@@ -241,11 +250,7 @@ public class ConnmgrConnectionsLingerTest {
     @Test
     public void testNeedPublishedAgainBeforeExpiryKeepsTheConnectionAndALaterLossStartsTheLingerAgain() {
         NetworkClient client = client(LINGER_MS);
-        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
-        connect(client, NODE0);
-        connect(client, NODE1);
-        publisher.publish(needs(NODE0));
-        poll(client);
+        ConnectionNeedsPublisher publisher = connectBothAndPublish(client, NODE0);
         time.sleep(LINGER_MS / 2);
         publisher.publish(needs(NODE0, NODE1));
         poll(client);
@@ -310,11 +315,7 @@ public class ConnmgrConnectionsLingerTest {
      * moves away (the snapshot no longer needs node 1) and the client dials node 1 again for some request.
      */
     private ConnectionNeedsPublisher loseLeaderOfNode1AndRedial(NetworkClient client) {
-        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
-        connect(client, NODE0);
-        connect(client, NODE1);
-        publisher.publish(needs(NODE0, NODE1));
-        poll(client);
+        ConnectionNeedsPublisher publisher = connectBothAndPublish(client, NODE0, NODE1);
         selector.serverDisconnect(NODE1.idString());
         poll(client);
         assertEquals(1, client.lostRoleCount(), "a needed connection reset by its peer is a lost role");
@@ -402,11 +403,7 @@ public class ConnmgrConnectionsLingerTest {
     @Test
     public void testAConnectionLostWhileNothingNeededItLingersOutAsBefore() {
         NetworkClient client = client(LINGER_MS);
-        ConnectionNeedsPublisher publisher = client.needsPublisher("producer");
-        connect(client, NODE0);
-        connect(client, NODE1);
-        publisher.publish(needs(NODE0));
-        poll(client);
+        connectBothAndPublish(client, NODE0);
         selector.serverDisconnect(NODE1.idString());
         poll(client);
         assertEquals(0, client.lostRoleCount(), "no role was lost with it");
