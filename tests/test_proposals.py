@@ -1,9 +1,11 @@
 """The family of proposals in proposal/ (issue 19): each KIP has every section of the KIP
-template in order, a Java design that names the classes it changes with citations, a Test
-Plan that names tests of this project that exist; the protocol proposal has a message schema
-in Kafka's style and a security analysis; no headline figure or number uses the articles'
-model or a timing ratio across runtimes; Kafka's sources are cited at the release the Java
-patch is based on (the citations themselves: tests/test_source_citations.py)."""
+template in order, a main text of at most 3,000 words (derivations, measurements and history
+go to its appendix, docs/kip-<x>-appendix.md, which it links), a Java design that names the
+classes it changes with citations, a Test Plan that names tests of this project that exist;
+the protocol proposal has a message schema in Kafka's style and a security analysis; no
+headline figure or number uses the articles' model or a timing ratio across runtimes; Kafka's
+sources are cited at the release the Java patch is based on, in the KIPs and their appendices
+(the citations themselves: tests/test_source_citations.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from connmgr.java import sources
 PROPOSALS = rfc.RFC.parent
 ROOT = PROPOSALS.parent
 KIPS = sorted(PROPOSALS.glob("kip-*.md"))
+APPENDICES = sorted((ROOT / "docs").glob("kip-*-appendix.md"))
+MAX_WORDS = 3000
 SECTIONS = (
     "Status",
     "Motivation",
@@ -57,6 +61,29 @@ def test_each_kip_has_the_template_sections_in_order(kip: Path) -> None:
 
 
 @pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
+def test_each_kip_main_text_is_short_enough_to_read(kip: Path) -> None:
+    # Words as `wc -w` counts them: runs of non-space characters, markers and tables included.
+    words = len(kip.read_text().split())
+    assert words <= MAX_WORDS, f"{kip.name}: {words} words; move detail to its appendix"
+
+
+def test_each_appendix_belongs_to_a_kip_that_links_it() -> None:
+    assert APPENDICES, "no docs/kip-*-appendix.md"
+    for appendix in APPENDICES:
+        stem = appendix.name.removesuffix("-appendix.md")  # kip-b, kip-b0, ...
+        (kip,) = [k for k in KIPS if k.stem.split("-")[1] == stem.split("-")[1]]
+        assert f"](../docs/{appendix.name}" in kip.read_text(), (
+            f"{kip.name} links no {appendix.name}"
+        )
+        assert f"](../proposal/{kip.name}" in appendix.read_text(), f"{appendix.name} names no KIP"
+
+
+def _proposes_nothing(kip: Path) -> bool:
+    """A rejected or withdrawn proposal proposes no change; it still says where one would live."""
+    return _section(kip.read_text(), "Status").lstrip().startswith(("**Rejected", "**Withdrawn"))
+
+
+@pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
 def test_each_java_design_names_the_classes_it_changes_with_citations(kip: Path) -> None:
     changes = _section(kip.read_text(), "Proposed Changes")
     assert "### Java design" in changes
@@ -66,9 +93,9 @@ def test_each_java_design_names_the_classes_it_changes_with_citations(kip: Path)
         f"{c.path.rsplit('/', 1)[-1]}:{c.start}-{c.end}"
         for c in sources.checked(sources.parse_citations(design, kip.name))
     }
-    # A rejected proposal proposes no change; it still says where one would live.
-    rejected = _section(kip.read_text(), "Status").lstrip().startswith("**Rejected")
-    assert len(cited) >= (1 if rejected else 3), f"{kip.name}: Java design cites {sorted(cited)}"
+    assert len(cited) >= (1 if _proposes_nothing(kip) else 3), (
+        f"{kip.name}: Java design cites {sorted(cited)}"
+    )
 
 
 @pytest.mark.parametrize("kip", KIPS, ids=lambda p: p.stem)
@@ -122,7 +149,9 @@ def test_no_headline_uses_the_articles_model_or_a_cross_runtime_timing_ratio() -
             )
 
 
-@pytest.mark.parametrize("path", sorted(PROPOSALS.glob("*.md")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [*sorted(PROPOSALS.glob("*.md")), *APPENDICES], ids=lambda p: p.name
+)
 def test_the_proposals_cite_kafka_at_the_release_the_java_patch_is_based_on(path: Path) -> None:
     text = path.read_text()
     for c in sources.checked(sources.parse_citations(text, path.name)):

@@ -51,6 +51,24 @@ def test_a_companion_with_a_stale_number_is_caught(cited: Path, tmp_path: Path) 
     assert rfc.differences(kip.read_text(), cited, kip) == []
 
 
+def test_a_kip_appendix_is_a_companion_and_a_stale_number_there_is_caught(
+    cited: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "proposal").mkdir()
+    (tmp_path / "docs").mkdir()
+    rfc_copy = tmp_path / "proposal" / "rfc.md"
+    shutil.copy(rfc.RFC, rfc_copy)
+    appendix = tmp_path / "docs" / "kip-x-appendix.md"
+    appendix.write_text("Ratio <!--v:headline.real.aiokafka.peak_ratio-->9<!--/v-->.\n")
+    (tmp_path / "docs" / "other.md").write_text(
+        "<!--v:headline.real.aiokafka.peak_ratio-->9<!--/v-->"
+    )
+    assert rfc.companions(rfc_copy) == [appendix]
+    assert rfc.differences(appendix.read_text(), cited, appendix) != []
+    assert rfc.refresh(cited, rfc_copy)
+    assert rfc.differences(appendix.read_text(), cited, appendix) == []
+
+
 def test_every_generated_figure_and_number_is_in_the_rfc() -> None:
     figures = set(re.findall(r"<!-- fig:([\w.-]+) -->", TEXT))
     closed = set(re.findall(r"<!-- /fig:([\w.-]+) -->", TEXT))

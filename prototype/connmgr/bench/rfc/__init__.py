@@ -357,16 +357,23 @@ def differences(text: str, report_dir: Path, rfc_path: Path = RFC) -> list[str]:
 
 
 def companions(rfc_path: Path = RFC) -> list[Path]:
-    """The other proposals beside ``rfc_path`` (``proposal/kip-*.md``, the FAQ, ...) that
-    cite generated numbers: every ``*.md`` there but the RFC and the README (which describes
-    the markers), in name order. They name no report of their own: they are rendered from
-    the one the RFC cites, so the family never mixes two runs."""
-    return sorted(
+    """The other proposals beside ``rfc_path`` (``proposal/kip-*.md``, the FAQ, ...) and the
+    KIPs' appendices (``docs/kip-*-appendix.md`` beside that folder) that cite generated
+    numbers: every ``*.md`` of the proposals' folder but the RFC and the README (which
+    describes the markers), then the appendices, each group in name order. They name no
+    report of their own: they are rendered from the one the RFC cites, so the family never
+    mixes two runs, and a number moved from a KIP to its appendix stays checked."""
+    proposals = [
         path
         for path in rfc_path.parent.glob("*.md")
         if path.name not in (rfc_path.name, "README.md")
-        and (_VALUE.search(path.read_text()) or _FIG.search(path.read_text()))
-    )
+    ]
+    appendices = list((rfc_path.parent.parent / "docs").glob("kip-*-appendix.md"))
+    return [
+        path
+        for path in (*sorted(proposals), *sorted(appendices))
+        if _VALUE.search(path.read_text()) or _FIG.search(path.read_text())
+    ]
 
 
 def refresh(report_dir: Path, rfc_path: Path = RFC) -> bool:

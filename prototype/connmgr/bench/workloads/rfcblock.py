@@ -1,8 +1,9 @@
 """The workload tables the proposals show, generated from ``reports/workloads/workloads.json``.
 
 Each block sits between ``<!-- workloads:NAME -->`` and ``<!-- /workloads:NAME -->`` in one
-file of ``proposal/`` (:data:`BLOCKS`): the RFC Summary's table, and each KIP's rows in its
-Motivation. :func:`refresh_all` rewrites them from the committed JSON, and
+file of ``proposal/`` or of a KIP's appendix in ``docs/`` (:data:`BLOCKS`): the RFC Summary's
+table, each KIP's rows in its Motivation, and the whole proposal's rows in KIP (b)'s
+appendix. :func:`refresh_all` rewrites them from the committed JSON, and
 ``tests/bench/test_workloads.py`` fails when a file's block differs from it.
 """
 
@@ -26,7 +27,8 @@ from connmgr.bench.workloads.run import Cell
 
 @dataclass(frozen=True)
 class Block:
-    """A generated block: its name, the file under ``proposal/`` it is in, what renders it."""
+    """A generated block: its name, the file it is in (a path relative to ``proposal/``; a
+    KIP's appendix is ``../docs/kip-<x>-appendix.md``), what renders it."""
 
     name: str
     file: str
@@ -58,7 +60,7 @@ BLOCKS: Final = (
     ),
     Block(
         "kip-b-proposal",
-        "kip-b-connection-lifecycle.md",
+        "../docs/kip-b-appendix.md",
         lambda c: kip_rows(c, "proposed", "java-today"),
     ),
     Block("kip-d", "kip-d-broker-identity.md", lambda c: kip_rows(c, "proposed-4.4", "proposed")),
