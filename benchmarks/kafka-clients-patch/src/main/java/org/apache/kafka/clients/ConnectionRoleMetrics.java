@@ -48,10 +48,9 @@ public final class ConnectionRoleMetrics {
 
     /**
      * Why a connection closed: the {@code reason} tag of group {@code <prefix>-connection-close-reason-metrics}. Each
-     * close {@link NetworkClient} makes or learns of maps to one value. {@link #STALE_ADDRESS} and {@link #UNNEEDED}
-     * are defined for the rules that will close for them (KIP (a)'s DNS re-resolution, KIP (b)'s prompt close) and not
-     * recorded yet: such a rule passes its value to {@link #closed(String, CloseReason)}. Later values may be added; a
-     * reader of the metrics treats an unknown reason as a close.
+     * close {@link NetworkClient} makes or learns of maps to one value, passed to {@link #closed(String, CloseReason)};
+     * every value is recorded by some close. Later values may be added; a reader of the metrics treats an unknown
+     * reason as a close.
      */
     public enum CloseReason {
         /** The selector expired the idle connection ({@code connections.max.idle.ms}). */
@@ -74,9 +73,9 @@ public final class ConnectionRoleMetrics {
         BOOTSTRAP_REPLACED("bootstrap_replaced"),
         /** KIP (a) rule 2: metadata moved the node to another endpoint ({@code endpoint.change.retire.enable}). */
         ENDPOINT_CHANGED("endpoint_changed"),
-        /** KIP (a) rule 3: the host name now resolves elsewhere. Not recorded yet. */
+        /** KIP (a) rule 3: two answers in a row for the host name left out the connection's address. */
         STALE_ADDRESS("stale_address"),
-        /** KIP (b): the client no longer needs the connection (its prompt close). Not recorded yet. */
+        /** KIP (b): nothing needed the connection for connections.linger.ms (its prompt close). */
         UNNEEDED("unneeded"),
         /** The client closed. */
         SHUTDOWN("shutdown");
