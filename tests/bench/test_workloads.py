@@ -27,10 +27,10 @@ from connmgr.bench.workloads.compose import (
 )
 from connmgr.bench.workloads.limits import LIMITS, MSK, Scope
 from connmgr.bench.workloads.report import (
-    KIP_ALONE,
-    kip_gains,
     JSON_FILE,
+    KIP_ALONE,
     headroom,
+    kip_gains,
     kip_rows,
     over_today,
     read_cells,

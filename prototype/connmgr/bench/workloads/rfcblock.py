@@ -2,7 +2,8 @@
 
 Each block sits between ``<!-- workloads:NAME -->`` and ``<!-- /workloads:NAME -->`` in one
 file of ``proposal/`` (:data:`BLOCKS`): the RFC Summary's table and each KIP's gain and cost
-per class there, and each KIP's rows in its Motivation. :func:`refresh_all` rewrites them from the committed JSON, and
+per class there, and each KIP's rows in its Motivation. :func:`refresh_all` rewrites them
+from the committed JSON, and
 ``tests/bench/test_workloads.py`` fails when a file's block differs from it.
 """
 
