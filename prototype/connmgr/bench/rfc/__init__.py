@@ -1,6 +1,7 @@
 """The RFC's figures, generated from a benchmark report (``python -m connmgr.bench.rfc``).
 
-Every measured number in ``proposal/rfc.md`` sits between markers this module owns, so it
+Every measured number in ``proposal/rfc.md``, in its appendices (``docs/rfc-appendix-*.md``,
+:func:`appendices`) and in the other proposals sits between markers this module owns, so it
 is regenerated, never typed:
 
 - a figure (a table) is the text between ``<!-- fig:NAME -->`` and ``<!-- /fig:NAME -->``;
@@ -356,17 +357,34 @@ def differences(text: str, report_dir: Path, rfc_path: Path = RFC) -> list[str]:
     return found
 
 
+APPENDIX_GLOB = "rfc-appendix-*.md"
+"""The RFC's appendices, in ``docs/`` beside the RFC's folder: derivations, measurement
+details and long tables that the RFC links instead of carrying."""
+
+
+def appendices(rfc_path: Path = RFC) -> list[Path]:
+    """The RFC's appendices (``docs/rfc-appendix-*.md`` of the checkout ``rfc_path`` is in),
+    in name order; none for an RFC outside a checkout's ``proposal/`` folder."""
+    return sorted((rfc_path.parent.parent / "docs").glob(APPENDIX_GLOB))
+
+
 def companions(rfc_path: Path = RFC) -> list[Path]:
-    """The other proposals beside ``rfc_path`` (``proposal/kip-*.md``, the FAQ, ...) that
-    cite generated numbers: every ``*.md`` there but the RFC and the README (which describes
-    the markers), in name order. They name no report of their own: they are rendered from
-    the one the RFC cites, so the family never mixes two runs."""
-    return sorted(
+    """The other documents that cite generated numbers: the proposals beside ``rfc_path``
+    (``proposal/kip-*.md``, the FAQ, ...: every ``*.md`` there but the RFC and the README,
+    which describes the markers), in name order, then the RFC's :func:`appendices`. They
+    name no report of their own: they are rendered from the one the RFC cites, so the
+    family never mixes two runs. The RFC and its appendices together hold every figure and
+    value this module knows (``tests/test_rfc.py``)."""
+    beside = sorted(
         path
         for path in rfc_path.parent.glob("*.md")
         if path.name not in (rfc_path.name, "README.md")
-        and (_VALUE.search(path.read_text()) or _FIG.search(path.read_text()))
     )
+    return [
+        path
+        for path in (*beside, *appendices(rfc_path))
+        if _VALUE.search(path.read_text()) or _FIG.search(path.read_text())
+    ]
 
 
 def refresh(report_dir: Path, rfc_path: Path = RFC) -> bool:
