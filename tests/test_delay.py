@@ -149,3 +149,39 @@ def test_the_log_has_each_accept_and_close_in_order(echo_port: int) -> None:
         assert log[1].closed_at is None  # still open
         second.close()
         assert network.connections(0) == ()  # a port it never listened on
+
+
+class _Seen:
+    """A tap that keeps what it saw, per direction."""
+
+    def __init__(self) -> None:
+        self.to_broker = b""
+        self.to_client = b""
+
+    def from_client(self, at: float, chunk: bytes) -> None:
+        self.to_broker += chunk
+
+    def from_broker(self, at: float, chunk: bytes) -> None:
+        self.to_client += chunk
+
+
+def test_a_tap_sees_both_directions_of_the_connections_accepted_while_it_is_set(
+    echo_port: int,
+) -> None:
+    taps: list[tuple[int, _Seen]] = []
+
+    def factory(port: int, accepted_at: float) -> _Seen:
+        taps.append((port, _Seen()))
+        return taps[-1][1]
+
+    with DelayNetwork() as network:
+        port = network.forward("127.0.0.1", echo_port)
+        network.set_tap(factory)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"hello")
+            assert _recv_exactly(sock, 5) == b"hello"
+        network.set_tap(None)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"untapped")
+            assert _recv_exactly(sock, 8) == b"untapped"
+    assert [(p, s.to_broker, s.to_client) for p, s in taps] == [(port, b"hello", b"hello")]

@@ -28,7 +28,9 @@ from connmgr.bench.workloads.compose import (
 from connmgr.bench.workloads.limits import LIMITS, MSK, Scope
 from connmgr.bench.workloads.report import (
     JSON_FILE,
+    KIP_ALONE,
     headroom,
+    kip_gains,
     kip_rows,
     over_today,
     read_cells,
@@ -238,6 +240,20 @@ def test_a_kips_rows_name_where_it_pays_and_costs() -> None:
         mine, base = by[(cls.name, 6, "java-linger")], by[(cls.name, 6, "java-today")]
         worse = mine.handshakes > base.handshakes or mine.peak_attempts > base.peak_attempts
         assert (f" {cls.name} (" in costs or f": {cls.name} (" in costs) == worse, cls.name
+
+
+def test_the_rfcs_gain_lines_name_the_classes_of_each_kips_table() -> None:
+    # The Summary's sentence per KIP and the KIP's own table agree on where it pays and costs.
+    cells, _ = read_cells(REPORT / JSON_FILE)
+    for _, client, base in KIP_ALONE:
+        rows = kip_rows(cells, client, base)
+        pays_rows = rows.split("Pays (a ratio at or below 0.95) in: ")[1].split(". Costs")[0]
+        costs_rows = rows.split("per second) in: ")[1].rstrip(".\n")
+        line = kip_gains(cells, client, base)
+        pays_line, costs_line = line.split(": pays in ")[1].split(". Costs in ")
+        named = re.findall(r"(?:^|; )([\w-]+) \(", pays_line)
+        assert (", ".join(named) or "no class") == pays_rows, (client, named, pays_rows)
+        assert costs_line.rstrip(".\n") == costs_rows, client
 
 
 def test_the_rfc_opens_its_summary_with_the_workload_table() -> None:

@@ -18,7 +18,9 @@ listening sockets, every relayed connection (both sides), the loop and the threa
 
 Every accepted connection is also logged with its accept and close instants
 (:meth:`DelayNetwork.connections`), so a benchmark can count dials per second at each broker
-and the connections open at once, not only how many there were.
+and the connections open at once, not only how many there were. A tap
+(:meth:`DelayNetwork.set_tap`) can see the bytes each relayed connection carries, e.g. to
+decode the Kafka requests of a PLAINTEXT listener (:mod:`~connmgr.realkafka.wire`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Protocol, Self, TypeVar
 
-__all__ = ["DelayNetwork", "RelayedConnection"]
+__all__ = ["ConnectionTap", "DelayNetwork", "RelayedConnection", "TapFactory"]
 
 T = TypeVar("T")
 
@@ -47,6 +49,20 @@ class RelayedConnection:
 
     accepted_at: float
     closed_at: float | None
+
+
+class ConnectionTap(Protocol):
+    """Sees one relayed connection's bytes: each chunk as it is delivered, with the
+    :func:`time.monotonic` instant. Called on the forwarders' thread; must not raise or block
+    (a tap that raised would end the relay)."""
+
+    def from_client(self, at: float, chunk: bytes) -> None: ...
+
+    def from_broker(self, at: float, chunk: bytes) -> None: ...
+
+
+TapFactory = Callable[[int, float], ConnectionTap | None]
+"""(listening port, accept instant) of a new connection -> its tap, or None for no tap."""
 
 
 class _Logged:
@@ -87,6 +103,7 @@ class DelayNetwork:
         self._log: dict[int, list[_Logged]] = {}
         """Listening port -> every connection it accepted, in accept order (kept after
         unforward). Appended on the loop's thread only; read as a copy from any thread."""
+        self._tap: TapFactory | None = None
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -150,6 +167,12 @@ class DelayNetwork:
         # A float assignment is atomic; relays read it once per chunk.
         self._rtt_ms = float(rtt_ms)
 
+    def set_tap(self, factory: TapFactory | None) -> None:
+        """Give every connection accepted from now on the tap ``factory(port, accepted_at)``
+        returns (None: none); ``None`` stops tapping new connections. Connections already
+        relayed keep the tap they got."""
+        self._tap = factory  # an attribute assignment: atomic, read once per accept
+
     def forward(self, target_host: str, target_port: int) -> int:
         """A new forwarder to ``target_host:target_port``; returns its listening port.
 
@@ -200,6 +223,8 @@ class DelayNetwork:
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             (port,) = listening
             logged = _Logged(time.monotonic())
+            factory = self._tap
+            tap = None if factory is None else factory(port, logged.accepted_at)
             self._log.setdefault(port, []).append(logged)
             self._accepted[port] = self._accepted.get(port, 0) + 1
             task = asyncio.current_task()
@@ -207,7 +232,7 @@ class DelayNetwork:
             self._relays.add(task)
             relays.add(task)
             try:
-                await self._relay(reader, writer, target_host, target_port)
+                await self._relay(reader, writer, target_host, target_port, tap)
             finally:
                 logged.closed_at = time.monotonic()
                 self._relays.discard(task)
@@ -235,6 +260,7 @@ class DelayNetwork:
         client_writer: asyncio.StreamWriter,
         target_host: str,
         target_port: int,
+        tap: ConnectionTap | None = None,
     ) -> None:
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(
@@ -244,8 +270,12 @@ class DelayNetwork:
             client_writer.close()
             return
         directions = [
-            asyncio.create_task(self._direction(client_reader, upstream_writer)),
-            asyncio.create_task(self._direction(upstream_reader, client_writer)),
+            asyncio.create_task(
+                self._direction(client_reader, upstream_writer, tap.from_client if tap else None)
+            ),
+            asyncio.create_task(
+                self._direction(upstream_reader, client_writer, tap.from_broker if tap else None)
+            ),
         ]
         try:
             # One direction ending (its EOF delivered, or an error) ends the connection.
@@ -260,9 +290,14 @@ class DelayNetwork:
                 with contextlib.suppress(OSError):
                     await writer.wait_closed()
 
-    async def _direction(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Relay ``reader`` to ``writer``, each chunk held until its due time; returns after
-        delivering the EOF (or on an error either side)."""
+    async def _direction(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        seen: Callable[[float, bytes], None] | None = None,
+    ) -> None:
+        """Relay ``reader`` to ``writer``, each chunk held until its due time and handed to
+        ``seen`` once written; returns after delivering the EOF (or on an error either side)."""
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
         async def deliver() -> None:
@@ -275,6 +310,8 @@ class DelayNetwork:
                 if chunk == _EOF:
                     return
                 writer.write(chunk)
+                if seen is not None:
+                    seen(time.monotonic(), chunk)
                 await writer.drain()
 
         async def read() -> None:

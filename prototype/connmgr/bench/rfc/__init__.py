@@ -1,6 +1,7 @@
 """The RFC's figures, generated from a benchmark report (``python -m connmgr.bench.rfc``).
 
-Every measured number in ``proposal/rfc.md`` sits between markers this module owns, so it
+Every measured number in ``proposal/rfc.md``, in its appendices (``docs/rfc-appendix-*.md``,
+:func:`appendices`) and in the other proposals sits between markers this module owns, so it
 is regenerated, never typed:
 
 - a figure (a table) is the text between ``<!-- fig:NAME -->`` and ``<!-- /fig:NAME -->``;
@@ -356,22 +357,44 @@ def differences(text: str, report_dir: Path, rfc_path: Path = RFC) -> list[str]:
     return found
 
 
+APPENDIX_GLOB = "rfc-appendix-*.md"
+"""The RFC's appendices, in ``docs/`` beside the RFC's folder: derivations, measurement
+details and long tables that the RFC links instead of carrying."""
+
+
+def appendices(rfc_path: Path = RFC) -> list[Path]:
+    """The RFC's appendices (``docs/rfc-appendix-*.md`` of the checkout ``rfc_path`` is in),
+    in name order; none for an RFC outside a checkout's ``proposal/`` folder."""
+    return sorted((rfc_path.parent.parent / "docs").glob(APPENDIX_GLOB))
+
+
+KIP_APPENDIX_GLOB = "kip-*-appendix.md"
+"""Each KIP's appendix, in ``docs/`` beside the proposals' folder: what a KIP links instead of
+carrying (derivations, measurements, history)."""
+
+
+def kip_appendices(rfc_path: Path = RFC) -> list[Path]:
+    """The KIPs' appendices (``docs/kip-*-appendix.md`` of the checkout ``rfc_path`` is in),
+    in name order; none for an RFC outside a checkout's ``proposal/`` folder."""
+    return sorted((rfc_path.parent.parent / "docs").glob(KIP_APPENDIX_GLOB))
+
+
 def companions(rfc_path: Path = RFC) -> list[Path]:
-    """The other proposals beside ``rfc_path`` (``proposal/kip-*.md``, the FAQ, ...) and the
-    KIPs' appendices (``docs/kip-*-appendix.md`` beside that folder) that cite generated
-    numbers: every ``*.md`` of the proposals' folder but the RFC and the README (which
-    describes the markers), then the appendices, each group in name order. They name no
-    report of their own: they are rendered from the one the RFC cites, so the family never
-    mixes two runs, and a number moved from a KIP to its appendix stays checked."""
-    proposals = [
+    """The other documents that cite generated numbers: the proposals beside ``rfc_path``
+    (``proposal/kip-*.md``, the FAQ, ...: every ``*.md`` there but the RFC and the README,
+    which describes the markers), in name order, then the RFC's :func:`appendices`, then the
+    KIPs' :func:`kip_appendices`. They name no report of their own: they are rendered from
+    the one the RFC cites, so the family never mixes two runs, and a number moved from a
+    document to its appendix stays checked. The RFC and its appendices together hold every
+    figure and value this module knows (``tests/test_rfc.py``)."""
+    beside = sorted(
         path
         for path in rfc_path.parent.glob("*.md")
         if path.name not in (rfc_path.name, "README.md")
-    ]
-    appendices = list((rfc_path.parent.parent / "docs").glob("kip-*-appendix.md"))
+    )
     return [
         path
-        for path in (*sorted(proposals), *sorted(appendices))
+        for path in (*beside, *appendices(rfc_path), *kip_appendices(rfc_path))
         if _VALUE.search(path.read_text()) or _FIG.search(path.read_text())
     ]
 

@@ -214,29 +214,45 @@ def kip_table(cells: Sequence[Cell], brokers: int = SUMMARY_BROKERS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kip_rows(cells: Sequence[Cell], client: str, base: str, brokers: int = SUMMARY_BROKERS) -> str:
-    """One KIP's rows of :func:`kip_table` (``client`` over ``base`` per class), and a line
-    naming the classes where it pays (a ratio at or below 0.95) and where it costs (more
-    handshakes, attempts or peak attempts per second than ``base``)."""
+_COST_FIELDS: Final = ("handshakes", "attempts", "peak_attempts")
+"""What a KIP must not do more of than the client it is compared with."""
+
+
+def _kip_classes(
+    cells: Sequence[Cell], client: str, base: str, brokers: int
+) -> list[tuple[str, list[tuple[str, str, float, float]]]]:
+    """Per class with both cells: (class, [(label, field, client's, base's) per metric])."""
     by = _index(cells)
-    names = " | ".join(m for m, _ in METRICS)
-    lines = [f"| class ({brokers} brokers) | {names} |", "|---|" + "---:|" * len(METRICS)]
-    pays, costs = [], []
+    found = []
     for cls in CLASSES:
         a, b = by.get((cls.name, brokers, client)), by.get((cls.name, brokers, base))
         if a is None or b is None:
             continue
-        values = [(getattr(a.load, f), getattr(b.load, f)) for _, f in METRICS]
-        lines.append(f"| {cls.name} | " + " | ".join(_ratio(x, y) for x, y in values) + " |")
-        if any(y and x / y <= 0.95 for x, y in values):
-            pays.append(cls.name)
-        worse = [
-            f"{label} {x / y:.3f}x"
-            for (label, f), (x, y) in zip(METRICS, values, strict=True)
-            if f in ("handshakes", "attempts", "peak_attempts") and y and x > y
-        ]
+        found.append(
+            (cls.name, [(m, f, getattr(a.load, f), getattr(b.load, f)) for m, f in METRICS])
+        )
+    return found
+
+
+def _worse(values: list[tuple[str, str, float, float]]) -> list[str]:
+    """The cost metrics where the client does more than its base, as ``label 1.003x``."""
+    return [f"{m} {x / y:.3f}x" for m, f, x, y in values if f in _COST_FIELDS and y and x > y]
+
+
+def kip_rows(cells: Sequence[Cell], client: str, base: str, brokers: int = SUMMARY_BROKERS) -> str:
+    """One KIP's rows of :func:`kip_table` (``client`` over ``base`` per class), and a line
+    naming the classes where it pays (a ratio at or below 0.95) and where it costs (more
+    handshakes, attempts or peak attempts per second than ``base``)."""
+    names = " | ".join(m for m, _ in METRICS)
+    lines = [f"| class ({brokers} brokers) | {names} |", "|---|" + "---:|" * len(METRICS)]
+    pays, costs = [], []
+    for name, values in _kip_classes(cells, client, base, brokers):
+        lines.append(f"| {name} | " + " | ".join(_ratio(x, y) for _, _, x, y in values) + " |")
+        if any(y and x / y <= 0.95 for _, _, x, y in values):
+            pays.append(name)
+        worse = _worse(values)
         if worse:
-            costs.append(f"{cls.name} ({', '.join(worse)})")
+            costs.append(f"{name} ({', '.join(worse)})")
     lines += [
         "",
         f"`{client}` over `{base}`. Pays (a ratio at or below 0.95) in: "
@@ -245,6 +261,25 @@ def kip_rows(cells: Sequence[Cell], client: str, base: str, brokers: int = SUMMA
         f"{'; '.join(costs) or 'no class'}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def kip_gains(cells: Sequence[Cell], client: str, base: str, brokers: int = SUMMARY_BROKERS) -> str:
+    """One KIP's gain and cost per class in a sentence, for the RFC's Summary: the classes
+    :func:`kip_rows` says it pays in, each with its ratios at or below 0.95, and those it
+    costs in, each with its excesses (the same classes, the same figures as the KIP's
+    table)."""
+    pays, costs = [], []
+    for name, values in _kip_classes(cells, client, base, brokers):
+        gains = [f"{m} {_ratio(x, y)}" for m, _, x, y in values if y and x / y <= 0.95]
+        if gains:
+            pays.append(f"{name} ({', '.join(gains)})")
+        worse = _worse(values)
+        if worse:
+            costs.append(f"{name} ({', '.join(worse)})")
+    return (
+        f"`{client}` over `{base}`, {brokers} brokers, ratios: pays in "
+        f"{'; '.join(pays) or 'no class'}. Costs in {'; '.join(costs) or 'no class'}.\n"
+    )
 
 
 EXCESS_METRICS: Final = (

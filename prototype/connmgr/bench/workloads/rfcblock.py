@@ -2,8 +2,9 @@
 
 Each block sits between ``<!-- workloads:NAME -->`` and ``<!-- /workloads:NAME -->`` in one
 file of ``proposal/`` or of a KIP's appendix in ``docs/`` (:data:`BLOCKS`): the RFC Summary's
-table, each KIP's rows in its Motivation, and the whole proposal's rows in KIP (b)'s
-appendix. :func:`refresh_all` rewrites them from the committed JSON, and
+table and each KIP's gain and cost per class there, each KIP's rows in its Motivation, and
+the whole proposal's rows in KIP (b)'s appendix. :func:`refresh_all` rewrites them from the
+committed JSON, and
 ``tests/bench/test_workloads.py`` fails when a file's block differs from it.
 """
 
@@ -17,6 +18,7 @@ from typing import Final
 
 from connmgr.bench.workloads.report import (
     JSON_FILE,
+    kip_gains,
     kip_rows,
     over_today_block,
     read_cells,
@@ -65,6 +67,11 @@ BLOCKS: Final = (
     ),
     Block("kip-d", "kip-d-broker-identity.md", lambda c: kip_rows(c, "proposed-4.4", "proposed")),
     Block("costs", "rfc.md", over_today_block),
+    Block("gains-b0", "rfc.md", lambda c: kip_gains(c, "java-b0", "java-today")),
+    Block("gains-b-rule-6", "rfc.md", lambda c: kip_gains(c, "java-linger", "java-today")),
+    Block("gains-patch", "rfc.md", lambda c: kip_gains(c, "java-patched", "java-today")),
+    Block("gains-proposal", "rfc.md", lambda c: kip_gains(c, "proposed", "java-today")),
+    Block("gains-d", "rfc.md", lambda c: kip_gains(c, "proposed-4.4", "proposed")),
 )
 START: Final = BLOCKS[0].start
 

@@ -1,0 +1,41 @@
+"""The whole-package comparison of :mod:`connmgr.java.packagecounts`, on made-up counts
+(the runs themselves take an hour: a benchmark command, not CI)."""
+
+from __future__ import annotations
+
+from connmgr.java.packagecounts import VariantCounts, compare, exit_status, render
+from connmgr.java.patch import TestCounts
+
+META = {"commit": "abc1234", "date": "2026-11-29 02:00 UTC", "pattern": "p"}
+
+
+def _counts(variant: str, tests: int, failing: tuple[str, ...]) -> VariantCounts:
+    kafka = TestCounts(tests, len(failing), 0, 3, failing=failing)
+    return VariantCounts(variant, 60.0, kafka, TestCounts(0, 0, 0, 0), 161, failing)
+
+
+STOCK = _counts("stock", 5000, ("a.ConfigTest.needsFile",))
+
+
+def test_the_same_failures_as_stock_pass() -> None:
+    patched = _counts("defaults", 5000, ("a.ConfigTest.needsFile",))
+    cmp = compare(STOCK, patched)
+    assert (cmp.new_failures, cmp.fixed, cmp.ran_difference) == ((), (), 0)
+    assert exit_status([STOCK, patched]) == 0
+    assert "the same set as stock's" in render([STOCK, patched], META)
+
+
+def test_a_failure_stock_does_not_have_fails_the_run() -> None:
+    patched = _counts("switches-on", 5002, ("b.NetworkClientTest.x",))
+    cmp = compare(STOCK, patched)
+    assert cmp.new_failures == ("b.NetworkClientTest.x",)
+    assert cmp.fixed == ("a.ConfigTest.needsFile",)
+    assert cmp.ran_difference == 2
+    assert exit_status([STOCK, _counts("defaults", 5000, STOCK.failing), patched]) == 1
+    text = render([STOCK, patched], META)
+    assert "NOT stock's set" in text and "- new failure: `b.NetworkClientTest.x`" in text
+    assert "| switches-on | 161 | 5,002 | 1 | 3 | 0 (0) | 1.0 |" in text
+
+
+def test_without_stock_there_is_nothing_to_fail() -> None:
+    assert exit_status([_counts("defaults", 10, ("x.T.y",))]) == 0
