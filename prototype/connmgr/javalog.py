@@ -49,9 +49,14 @@ def _stamp(text: str) -> datetime:
 
 def node_id_of(printed: str) -> int:
     """A connection id as printed, as one integer: ``+B`` (kafka-clients 4.4's group
-    coordinator) becomes the classic ``2147483647 - B`` of the same coordinator."""
+    coordinator, B a non-negative broker id) becomes the classic ``2147483647 - B`` of the
+    same coordinator; any other id is read as an integer. Raises ValueError for anything else
+    (``+``, ``+-1``, a name)."""
     if printed.startswith("+"):
-        return COORDINATOR_ID_BASE - int(printed[1:])
+        digits = printed[1:]
+        if not digits.isascii() or not digits.isdigit():
+            raise ValueError(f"not a group coordinator connection id: {printed!r}")
+        return COORDINATOR_ID_BASE - int(digits)
     return int(printed)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from connmgr.core.identity import COORDINATOR_ID_BASE, Role
-from connmgr.javalog import LoggedConnectionEvent
+from connmgr.javalog import LoggedConnectionEvent, node_id_of
 from connmgr.ledger import ConnectionLedger, observed_key
 
 __all__ = ["LogAccount", "build_ledger", "open_counts", "role_of"]
@@ -22,22 +22,22 @@ __all__ = ["LogAccount", "build_ledger", "open_counts", "role_of"]
 def role_of(node: str) -> tuple[Role, int | None]:
     """The role of a Java connection id and the broker it reaches (None for bootstrap).
 
-    ``-N``: bootstrap entry N; ``+B`` (4.4+) or an id above 2**30 (``2147483647 - B``, older
-    clients): the group coordinator on broker B; anything else: broker N's data connection.
+    ``-N``: bootstrap entry N; a group coordinator in either form, ``+B`` (kafka-clients 4.4+)
+    or ``2147483647 - B`` (older clients; any id above ``2147483647 // 2``, the Java patch's
+    ``CoordinatorIds`` threshold): the group coordinator on broker B; anything else: broker
+    N's data connection. Raises ValueError for an id that is not an integer in either form.
     """
-    if node.startswith("+"):
-        return Role.COORDINATION, int(node[1:])
-    n = int(node)
+    n = node_id_of(node)
     if n < 0:
         return Role.BOOTSTRAP, None
-    if n > 2**30:
+    if n > COORDINATOR_ID_BASE // 2:
         return Role.COORDINATION, COORDINATOR_ID_BASE - n
     return Role.DATA, n
 
 
 def _bootstrap_index(node: str) -> int:
     """Bootstrap entry ``-N`` is index N - 1 of ``bootstrap.servers``; 0 for any other id."""
-    n = 0 if node.startswith("+") else int(node)
+    n = node_id_of(node)
     return -n - 1 if n < 0 else 0
 
 

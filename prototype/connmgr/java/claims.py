@@ -24,7 +24,12 @@ from connmgr.java.build import build_probe
 from connmgr.java.crosscheck import cross_check
 from connmgr.java.probe import kernel_sampler, run_probe
 from connmgr.java.results import JavaRun
-from connmgr.javalog import parse_connection_events, parse_probe_phases, parse_sent_requests
+from connmgr.javalog import (
+    node_id_of,
+    parse_connection_events,
+    parse_probe_phases,
+    parse_sent_requests,
+)
 
 VERSION = "2.1.0"
 
@@ -138,8 +143,8 @@ def run_experiment(exp: Experiment, version: str = VERSION) -> Observation:
         )
     lines = run.log_path.read_text().splitlines()
     events = parse_connection_events(lines)
-    dials = [(_node(e.node), e.timestamp) for e in events if e.kind == "connect"]
-    closes = [(_node(e.node), e.timestamp, e.reason) for e in events if e.kind == "disconnect"]
+    dials = [(node_id_of(e.node), e.timestamp) for e in events if e.kind == "connect"]
+    closes = [(node_id_of(e.node), e.timestamp, e.reason) for e in events if e.kind == "disconnect"]
     return Observation(
         exp,
         run,
@@ -149,10 +154,6 @@ def run_experiment(exp: Experiment, version: str = VERSION) -> Observation:
         cross_check(run),
         parse_probe_phases(lines),
     )
-
-
-def _node(printed: str) -> int:
-    return COORDINATOR_ID_BASE - int(printed[1:]) if printed.startswith("+") else int(printed)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * tag {@code role} ({@code bootstrap}, {@code coordinator}, {@code broker}) beside the client's own tags (client-id).
  * <p>
  * The role is read from the node id, by the conventions the client already follows: a negative id is a bootstrap
- * server ({@code Cluster.bootstrap}), an id above {@code Integer.MAX_VALUE / 2} is a group coordinator's separate
- * connection ({@code Integer.MAX_VALUE - brokerId}), any other id is a broker's connection.
+ * server ({@code Cluster.bootstrap}), a group coordinator's separate connection is recognised by {@link CoordinatorIds}
+ * ({@code Integer.MAX_VALUE - brokerId} up to Kafka 4.3, {@code "+" + brokerId} from 4.4), any other id is a broker's
+ * connection.
  * <p>
  * Per role: {@code connection-count} (sockets held now: dialling, connected or awaiting ApiVersions),
  * {@code connection-count-peak} (the most held at once since the client started: an all-time mark, named so that it
@@ -87,19 +88,20 @@ public final class ConnectionRoleMetrics {
         }
     }
 
-    /** The role of a connection to {@code nodeId} (a node's {@code idString()}). */
+    /**
+     * The role of a connection to {@code nodeId} (a node's {@code idString()}): a group coordinator's in either of
+     * its forms ({@link CoordinatorIds}), a bootstrap entry's for a negative id, a broker's otherwise.
+     */
     public static Role roleOf(String nodeId) {
+        if (CoordinatorIds.isCoordinator(nodeId))
+            return Role.COORDINATOR;
         final int id;
         try {
             id = Integer.parseInt(nodeId);
         } catch (NumberFormatException e) {
             return Role.BROKER;
         }
-        if (id < 0)
-            return Role.BOOTSTRAP;
-        if (id > Integer.MAX_VALUE / 2)
-            return Role.COORDINATOR;
-        return Role.BROKER;
+        return id < 0 ? Role.BOOTSTRAP : Role.BROKER;
     }
 
     private static final class RoleStats {

@@ -37,7 +37,8 @@ public final class CoordinatorEndpointCheck {
     /**
      * Returns the node the metadata now gives the coordinator's broker if the broker moved after the lookup that
      * produced {@code coordinator} (see the class comment), or null if it did not.
-     * @param coordinator the cached coordinator node (its id may be the connection id {@code Integer.MAX_VALUE - brokerId})
+     * @param coordinator the cached coordinator node (its id may be a coordinator connection's, see
+     *                    {@link CoordinatorIds})
      * @param brokerId the id of the coordinator's broker
      * @param cluster the client's current metadata
      */
@@ -58,6 +59,17 @@ public final class CoordinatorEndpointCheck {
         if (listedAgreed != null && sameEndpoint(listed, listedAgreed))
             return null;
         return listed;
+    }
+
+    /**
+     * As {@link #movedTo(Node, int, Cluster)} for the broker {@code coordinator} stands for: the one its connection id
+     * names if it is a group coordinator's ({@link CoordinatorIds#brokerIdOf(String)}: {@code Integer.MAX_VALUE -
+     * brokerId} up to Kafka 4.3, {@code "+" + brokerId} from 4.4), otherwise its own id (a coordinator reached over the
+     * broker's connection, as the producer's transaction coordinator is).
+     */
+    public Node movedTo(Node coordinator, Cluster cluster) {
+        int brokerId = CoordinatorIds.brokerIdOf(coordinator.idString());
+        return movedTo(coordinator, brokerId == CoordinatorIds.NOT_A_COORDINATOR ? coordinator.id() : brokerId, cluster);
     }
 
     /** True if both nodes name the same host and port (their ids may differ). */

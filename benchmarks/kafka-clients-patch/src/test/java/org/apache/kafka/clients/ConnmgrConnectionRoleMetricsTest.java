@@ -87,6 +87,27 @@ public class ConnmgrConnectionRoleMetricsTest {
         assertEquals(Role.COORDINATOR, ConnectionRoleMetrics.roleOf(String.valueOf(Integer.MAX_VALUE / 2 + 1)));
         assertEquals(Role.COORDINATOR, ConnectionRoleMetrics.roleOf(String.valueOf(Integer.MAX_VALUE - 2)));
         assertEquals(Role.BROKER, ConnectionRoleMetrics.roleOf("not-a-number"));
+        // Kafka 4.4's form (GroupCoordinatorNode)
+        assertEquals(Role.COORDINATOR, ConnectionRoleMetrics.roleOf("+0"));
+        assertEquals(Role.COORDINATOR, ConnectionRoleMetrics.roleOf("+2"));
+    }
+
+    @Test
+    public void testAFourFourCoordinatorConnectionCountsAsACoordinator() {
+        NetworkClient client = client(true);
+        answerMetadataFromBootstrap(client);
+        Node broker = metadata.fetch().nodes().get(0);
+        Node coordinator = ConnmgrPlusCoordinatorNode.of(broker);
+        client.ready(broker, time.milliseconds());
+        client.ready(coordinator, time.milliseconds());
+        client.poll(0, time.milliseconds());
+        selector.clear();
+        assertRole(Role.BROKER, 1, 1, 1, 1, 0);
+        assertRole(Role.COORDINATOR, 1, 1, 1, 1, 0);
+
+        client.close(coordinator.idString());
+        assertRole(Role.COORDINATOR, 0, 1, 1, 1, 1);
+        assertRole(Role.BROKER, 1, 1, 1, 1, 0);
     }
 
     @Test

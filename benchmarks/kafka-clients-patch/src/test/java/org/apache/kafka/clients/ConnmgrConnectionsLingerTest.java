@@ -400,6 +400,39 @@ public class ConnmgrConnectionsLingerTest {
         assertFalse(open(NODE1));
     }
 
+    /**
+     * The consumer's group coordinator connection to broker 1, in the given id form, is reset by the broker while the
+     * consumer needs it: a lost role, whose wait goes on while broker 1 is listed and ends when broker 1 leaves the
+     * metadata (the connection id stands for its broker).
+     */
+    private void assertALostCoordinatorWaitsForItsBroker(Node coordinator) {
+        NetworkClient client = client(LINGER_MS);
+        connect(client, NODE0);
+        connect(client, coordinator);
+        client.needsPublisher("consumer").publish(new ConnectionNeeds(Set.of(NODE0), Set.of(coordinator)));
+        poll(client);
+        selector.serverDisconnect(coordinator.idString());
+        poll(client);
+        assertEquals(1, client.lostRoleCount(), coordinator.idString() + ": a needed connection reset is a lost role");
+        time.sleep(LINGER_MS);
+        poll(client);
+        assertEquals(1, client.lostRoleCount(), coordinator.idString() + ": broker 1 is listed, the wait goes on");
+        metadata.updateWithCurrentRequestVersion(RequestTestUtils.metadataResponse(List.of(NODE0, NODE2),
+                "cluster", 0, List.of()), false, time.milliseconds());
+        poll(client);
+        assertEquals(0, client.lostRoleCount(), coordinator.idString() + ": broker 1 left, no role comes back");
+    }
+
+    @Test
+    public void testALostCoordinatorConnectionOfTheFormUpToFourThreeWaitsForItsBroker() {
+        assertALostCoordinatorWaitsForItsBroker(new Node(Integer.MAX_VALUE - 1, NODE1.host(), NODE1.port()));
+    }
+
+    @Test
+    public void testALostCoordinatorConnectionOfTheFourFourFormWaitsForItsBroker() {
+        assertALostCoordinatorWaitsForItsBroker(ConnmgrPlusCoordinatorNode.of(NODE1));
+    }
+
     @Test
     public void testAConnectionLostWhileNothingNeededItLingersOutAsBefore() {
         NetworkClient client = client(LINGER_MS);

@@ -297,6 +297,22 @@ public class ConnmgrEndpointChangeRetireTest {
     }
 
     @Test
+    public void testFourFourCoordinatorConnectionIsComparedWithItsBrokersEndpoint() {
+        NetworkClient client = client(true);
+        Node plusCoordinator1 = ConnmgrPlusCoordinatorNode.of(NODE1);
+        Node plusCoordinator0 = ConnmgrPlusCoordinatorNode.of(NODE0);
+        connect(client, plusCoordinator1);
+        connect(client, plusCoordinator0);
+
+        updateMetadata(NODE0, NODE1_MOVED);
+        poll(client);
+
+        assertFalse(selector.isChannelReady("+1"), "broker 1 moved: its coordinator connection \"+1\" too");
+        assertClosedByChoice(client, plusCoordinator1);
+        assertTrue(client.isReady(plusCoordinator0, time.milliseconds()), "broker 0 did not move");
+    }
+
+    @Test
     public void testBootstrapConnectionIsNeverCompared() {
         Node bootstrap = new Node(-1, "localhost", 9092);
         ManualMetadataUpdater updater = new ManualMetadataUpdater(List.of(bootstrap));
