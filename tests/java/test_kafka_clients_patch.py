@@ -62,7 +62,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrEndpointChangeRetireTest": 13,
         "org.apache.kafka.clients.ConnmgrConnectionCloseReasonTest": 10,
         "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 18,
-        "org.apache.kafka.clients.ConnmgrInternalDialsTest": 6,
+        "org.apache.kafka.clients.ConnmgrInternalDialsTest": 7,
         "org.apache.kafka.clients.admin.ConnmgrAdminConnectionNeedsTest": 2,
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,

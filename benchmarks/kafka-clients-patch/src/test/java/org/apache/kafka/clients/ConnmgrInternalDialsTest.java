@@ -5,6 +5,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.internals.ClusterResourceListeners;
+import org.apache.kafka.common.message.ApiMessageType;
 import org.apache.kafka.common.message.ProduceRequestData;
 import org.apache.kafka.common.message.ProduceResponseData;
 import org.apache.kafka.common.message.PushTelemetryRequestData;
@@ -12,6 +13,7 @@ import org.apache.kafka.common.message.PushTelemetryResponseData;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.common.network.NetworkSend;
+import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.AbstractRequest;
 import org.apache.kafka.common.requests.GetTelemetrySubscriptionsResponse;
@@ -27,6 +29,7 @@ import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.test.MockSelector;
+import org.apache.kafka.test.TestUtils;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -88,6 +91,7 @@ public class ConnmgrInternalDialsTest {
         private final List<NetworkSend> held = new ArrayList<>();
         private final Map<String, RequestHeader> lastHeaders = new HashMap<>();
         private String holdFor = null;
+        private boolean answerApiVersions = false;
 
         HoldingSelector(Time time, List<InetSocketAddress> dials) {
             super(time, dials::add);
@@ -105,14 +109,27 @@ public class ConnmgrInternalDialsTest {
                 super.send(send);
         }
 
-        /** Also keeps the header of the last request written to each node, which the tests' clear() drops. */
+        /** Every broker answers each ApiVersions request in the poll that writes it, as NetworkClientTest's do. */
+        void answerApiVersions() {
+            answerApiVersions = true;
+        }
+
+        /**
+         * Also keeps the header of the last request written to each node, which the tests' clear() drops, and answers
+         * the ApiVersions requests written if asked to.
+         */
         @Override
         public void poll(long timeout) throws IOException {
             super.poll(timeout);
             for (int i = 0; i < completedSends().size(); i++) {
                 ByteBuffer buffer = completedSendBuffers().get(i).buffer().duplicate();
                 buffer.getInt(); // size
-                lastHeaders.put(completedSends().get(i).destinationId(), RequestHeader.parse(buffer.slice()));
+                RequestHeader header = RequestHeader.parse(buffer.slice());
+                String nodeId = completedSends().get(i).destinationId();
+                lastHeaders.put(nodeId, header);
+                if (answerApiVersions && header.apiKey() == ApiKeys.API_VERSIONS)
+                    ConnmgrSelectorExchange.respond(this, nodeId, header,
+                            TestUtils.defaultApiVersionsResponse(ApiMessageType.ListenerType.BROKER));
             }
         }
 
@@ -192,8 +209,13 @@ public class ConnmgrInternalDialsTest {
     }
 
     private NetworkClient client(int lingerMs) {
+        return client(lingerMs, false);
+    }
+
+    private NetworkClient client(int lingerMs, boolean discoverBrokerVersions) {
         return new NetworkClient(null, metadata, selector, "p1", Integer.MAX_VALUE, RECONNECT_BACKOFF_MS,
-                RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time, false,
+                RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time,
+                discoverBrokerVersions,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), telemetry, Long.MAX_VALUE,
                 MetadataRecoveryStrategy.NONE, false, new ConnectionRoleMetrics(metrics, "producer"), false, 0L,
                 lingerMs);
@@ -284,6 +306,25 @@ public class ConnmgrInternalDialsTest {
         assertTrue(open(dialled), "the metadata request is in flight on the connection dialled for it");
         assertEquals(1, client.inFlightRequestCount(dialled.idString()));
         assertTrue(open(NODE1), "the needed leader is kept");
+    }
+
+    @Test
+    public void testMetadataUpdaterDialsOnceAtLingerZeroWithTheApiVersionsCheck() {
+        // Every client ClientUtils builds checks API versions: a dial is READY only in the poll that reads the
+        // ApiVersions answer, and without the pick kept it was closed in that poll.
+        selector.answerApiVersions();
+        NetworkClient client = client(0, true);
+        assertFalse(client.ready(NODE1, time.milliseconds()));
+        for (int i = 0; i < 3; i++)
+            poll(client);
+        assertTrue(client.isReady(NODE1, time.milliseconds()), "node 1 ready after its ApiVersions answer");
+        client.needsPublisher("producer").publish(new ConnectionNeeds(Set.of(NODE1), Set.of()));
+        poll(client);
+        throttleLeader(client);
+        dueMetadataUpdate();
+
+        Node dialled = theOneDialledNode(dialsOverPolls(client));
+        assertEquals(1, client.inFlightRequestCount(dialled.idString()), "the metadata request is in flight");
     }
 
     @Test
