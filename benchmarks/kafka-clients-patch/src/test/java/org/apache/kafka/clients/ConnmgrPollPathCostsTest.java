@@ -123,6 +123,60 @@ public class ConnmgrPollPathCostsTest {
     }
 
     /**
+     * A producer asks ready() about its leaders on every loop. Asks about connections the needs hold change nothing
+     * the close step decides, so polls with only such asks skip it; an ask about a connection the needs do not hold
+     * runs it (that connection is kept), and so does the next poll (which lets it linger).
+     */
+    @Test
+    public void testAsksAboutNeededConnectionsDoNotRunTheCloseStepButAnAskAboutAnotherDoes() {
+        NetworkClient client = client(0);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        client.needsPublisher("producer").publish(new ConnectionNeeds(Set.of(NODE0), Set.of()));
+        poll(client);
+        poll(client);
+        long runs = client.closeStepRuns();
+        for (int i = 0; i < 10; i++) {
+            client.isReady(NODE0, time.milliseconds());
+            poll(client);
+        }
+        assertEquals(runs, client.closeStepRuns(), "asks about a needed connection: the step is skipped");
+        assertFalse(open(NODE1), "node 1, unneeded, closed at a linger of 0 (node 0 holds the anchor)");
+
+        connect(client, NODE1);
+        long afterDial = client.closeStepRuns();
+        client.isReady(NODE1, time.milliseconds());
+        poll(client);
+        assertEquals(afterDial + 1, client.closeStepRuns(), "an ask about an unneeded connection runs the step");
+        assertTrue(open(NODE1), "asked about since the last step: kept");
+        poll(client);
+        assertEquals(afterDial + 2, client.closeStepRuns(), "the step after one that kept a connection for an ask runs");
+        assertFalse(open(NODE1), "nobody asked since: closed");
+    }
+
+    /**
+     * An ask about a connection the needs held counts when the needs drop it before the next step: that step keeps
+     * the connection (a caller is about to use it), the one after lets it go. Only the decision to skip ignores asks
+     * about needed connections, never the step itself.
+     */
+    @Test
+    public void testAConnectionAskedAboutWhileNeededIsKeptByTheStepThatSeesItsNeedGo() {
+        NetworkClient client = client(0);
+        connect(client, NODE0);
+        connect(client, NODE1);
+        ConnectionNeedsPublisher producer = client.needsPublisher("producer");
+        producer.publish(new ConnectionNeeds(Set.of(NODE0, NODE1), Set.of()));
+        poll(client);
+        poll(client);
+        client.isReady(NODE1, time.milliseconds());
+        producer.publish(new ConnectionNeeds(Set.of(NODE0), Set.of()));
+        poll(client);
+        assertTrue(open(NODE1), "asked about since the last step: kept, though no longer needed");
+        poll(client);
+        assertFalse(open(NODE1), "nobody asked since: closed");
+    }
+
+    /**
      * The set of needed ids is read again when a component that had only asked for a publisher publishes later, and
      * stays the same set (by reference) while nothing is published.
      */
