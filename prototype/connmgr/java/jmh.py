@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_max": round(max(finite), 2) if finite else None,
         "loads": [round(x, 2) for x in loads],
         "variants": {
-            name: descriptions.get(name, f"{jar.name} (given with --extra)")
+            name: descriptions.get(name, f"`{jar.name}` (given with `--extra`)")
             for name, jar in jars.items()
         },
     }
