@@ -1,6 +1,6 @@
 package org.apache.kafka.clients;
 
-import java.util.HashMap;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Objects;
@@ -18,8 +18,14 @@ final class ConnectionNeedsFeed {
 
     private final Map<String, AtomicReference<ConnectionNeeds>> snapshots = new ConcurrentHashMap<>();
 
-    /* The reader's cache: the snapshots the union was last computed from (by reference), and that union */
-    private Map<String, ConnectionNeeds> lastRead = Map.of();
+    /* Each component's reference, in the order the components first asked for a publisher; replaced, never changed */
+    private volatile AtomicReference<?>[] refs = new AtomicReference<?>[0];
+
+    /*
+     * The reader's cache: what each of refs held when the union was last computed (by reference; null: nothing
+     * published), and that union (null: no component had published)
+     */
+    private Object[] lastRead = new Object[0];
     private Set<String> lastUnion = null;
 
     /**
@@ -28,41 +34,49 @@ final class ConnectionNeedsFeed {
      */
     ConnectionNeedsPublisher publisher(String component) {
         AtomicReference<ConnectionNeeds> ref =
-                snapshots.computeIfAbsent(Objects.requireNonNull(component, "component"), c -> new AtomicReference<>());
+                snapshots.computeIfAbsent(Objects.requireNonNull(component, "component"), c -> addRef());
         return needs -> ref.set(Objects.requireNonNull(needs, "needs"));
+    }
+
+    /** A new component's reference, appended to {@link #refs} (copy on write: the reader iterates without a lock). */
+    private synchronized AtomicReference<ConnectionNeeds> addRef() {
+        AtomicReference<ConnectionNeeds> ref = new AtomicReference<>();
+        AtomicReference<?>[] grown = Arrays.copyOf(refs, refs.length + 1);
+        grown[refs.length] = ref;
+        refs = grown;
+        return ref;
     }
 
     /**
      * The connection ids some published snapshot needs, or null when no component has published yet: a client none
      * of whose components publishes keeps every connection, as without the linger. Recomputed only when a snapshot
-     * changed by reference; call on the network thread only.
+     * changed by reference, so the same set (by reference) is returned until one does; otherwise O(components) and
+     * no allocation, since the network thread calls this on every poll. Call on the network thread only.
      */
     Set<String> neededConnectionIds() {
-        Map<String, ConnectionNeeds> current = new HashMap<>();
-        for (Map.Entry<String, AtomicReference<ConnectionNeeds>> entry : snapshots.entrySet()) {
-            ConnectionNeeds needs = entry.getValue().get();
-            if (needs != null)
-                current.put(entry.getKey(), needs);
+        AtomicReference<?>[] current = refs;
+        boolean changed = false;
+        for (int i = 0; !changed && i < current.length; i++)
+            changed = current[i].get() != (i < lastRead.length ? lastRead[i] : null);
+        if (!changed) {
+            // at most new components that have published nothing yet: the union stands
+            if (current.length != lastRead.length)
+                lastRead = Arrays.copyOf(lastRead, current.length);
+            return lastUnion;
         }
-        if (current.isEmpty())
-            return null;
-        if (!sameReferences(current, lastRead)) {
-            Set<String> union = new HashSet<>();
-            for (ConnectionNeeds needs : current.values())
-                union.addAll(needs.connectionIds());
-            lastRead = current;
-            lastUnion = union;
+        Object[] read = new Object[current.length];
+        Set<String> union = null;
+        for (int i = 0; i < current.length; i++) {
+            ConnectionNeeds needs = (ConnectionNeeds) current[i].get();
+            read[i] = needs;
+            if (needs == null)
+                continue;
+            if (union == null)
+                union = new HashSet<>();
+            union.addAll(needs.connectionIds());
         }
-        return lastUnion;
-    }
-
-    private static boolean sameReferences(Map<String, ConnectionNeeds> a, Map<String, ConnectionNeeds> b) {
-        if (a.size() != b.size())
-            return false;
-        for (Map.Entry<String, ConnectionNeeds> entry : a.entrySet()) {
-            if (b.get(entry.getKey()) != entry.getValue())
-                return false;
-        }
-        return true;
+        lastRead = read;
+        lastUnion = union;
+        return union;
     }
 }

@@ -67,6 +67,9 @@ final class DnsRefresher implements AutoCloseable {
     // Network thread only.
     private final Map<String, Long> nextRefreshMs = new HashMap<>();
     private final Set<String> pending = new HashSet<>();
+    // The earliest due time of a name whose lookup is not running, Long.MAX_VALUE if none: kept by schedule() and
+    // nextAnswer(), so that timeToNextRefresh() and isDue() cost O(1) on every poll, not O(names).
+    private long nextDueMs = Long.MAX_VALUE;
 
     /**
      * @param resolver the client's resolver, the one its dials use
@@ -115,28 +118,45 @@ final class DnsRefresher implements AutoCloseable {
                 submit(host);
             }
         }
+        nextDueMs = Long.MAX_VALUE;
+        for (Map.Entry<String, Long> entry : nextRefreshMs.entrySet()) {
+            if (!pending.contains(entry.getKey()))
+                nextDueMs = Math.min(nextDueMs, entry.getValue());
+        }
     }
 
     /** Network thread. The next answer posted by the resolver thread, or null; never blocks. */
     Answer nextAnswer() {
         Answer answer = answers.poll();
-        if (answer != null)
-            pending.remove(answer.host);
+        if (answer != null && pending.remove(answer.host)) {
+            // its lookup no longer running, the name's due time bounds the wait again
+            Long next = nextRefreshMs.get(answer.host);
+            if (next != null)
+                nextDueMs = Math.min(nextDueMs, next);
+        }
         return answer;
+    }
+
+    /** Network thread. True if the resolver thread has posted an answer {@link #nextAnswer} has not read; O(1). */
+    boolean hasAnswers() {
+        return !answers.isEmpty();
+    }
+
+    /**
+     * Network thread. True if a name whose lookup is not running is due at {@code now}, so that {@link #schedule}
+     * would hand one to the resolver thread; O(1).
+     */
+    boolean isDue(long now) {
+        return now >= nextDueMs;
     }
 
     /**
      * Network thread. Milliseconds until the next name whose lookup is not running is due (0 if one is due now),
      * or {@code Long.MAX_VALUE} if there is none: a bound for the selector's wait. A running lookup does not bound it,
-     * since its answer wakes the selector.
+     * since its answer wakes the selector. O(1): the due time is kept as names are scheduled and answered.
      */
     long timeToNextRefresh(long now) {
-        long wait = Long.MAX_VALUE;
-        for (Map.Entry<String, Long> entry : nextRefreshMs.entrySet()) {
-            if (!pending.contains(entry.getKey()))
-                wait = Math.min(wait, Math.max(0, entry.getValue() - now));
-        }
-        return wait;
+        return nextDueMs == Long.MAX_VALUE ? Long.MAX_VALUE : Math.max(0, nextDueMs - now);
     }
 
     /** The resolver thread, or null before the first lookup (and always with the option off). */
