@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from connmgr.java.packagecounts import VariantCounts, compare, exit_status, render
+from pathlib import Path
+
+from connmgr.java.packagecounts import (
+    VariantCounts,
+    compare,
+    exit_status,
+    render,
+    stock_from_reports,
+)
 from connmgr.java.patch import TestCounts
 
 META = {"commit": "abc1234", "date": "2026-11-29 02:00 UTC", "pattern": "p"}
@@ -39,3 +47,21 @@ def test_a_failure_stock_does_not_have_fails_the_run() -> None:
 
 def test_without_stock_there_is_nothing_to_fail() -> None:
     assert exit_status([_counts("defaults", 10, ("x.T.y",))]) == 0
+
+
+def test_stock_is_read_from_an_earlier_runs_reports(tmp_path: Path) -> None:
+    (tmp_path / "TEST-org.apache.kafka.clients.producer.ProducerConfigTest.xml").write_text(
+        '<testsuite name="org.apache.kafka.clients.producer.ProducerConfigTest" tests="4" '
+        'failures="1" errors="0" skipped="1"><testcase classname="org.apache.kafka.clients.'
+        'producer.ProducerConfigTest" name="needsFile"><failure/></testcase></testsuite>'
+    )
+    (tmp_path / "maven.log").write_text("[INFO] Total time:  41:37 min\n")
+    stock = stock_from_reports(tmp_path)
+    assert (stock.variant, stock.kafka.tests, stock.kafka.failed, stock.classes) == (
+        "stock",
+        4,
+        1,
+        1,
+    )
+    assert stock.failing == ("org.apache.kafka.clients.producer.ProducerConfigTest.needsFile",)
+    assert stock.seconds == 41 * 60 + 37

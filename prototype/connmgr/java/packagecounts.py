@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from connmgr.bench.results.rows import git_commit
-from connmgr.java.patch import OWN_TEST_PATTERN, PatchRun, TestCounts, Variant, run_patch_tests
+from connmgr.java.patch import (
+    OWN_TEST_PATTERN,
+    PatchRun,
+    TestCounts,
+    Variant,
+    read_reports,
+    run_patch_tests,
+)
 
 __all__ = [
     "PACKAGE_PATTERN",
@@ -35,6 +43,7 @@ __all__ = [
     "exit_status",
     "main",
     "render",
+    "stock_from_reports",
 ]
 
 PACKAGE_PATTERN: Final = "org/apache/kafka/clients/**/*Test"
@@ -169,6 +178,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated variants, stock first (default: stock,defaults,switches-on)",
     )
     parser.add_argument(
+        "--stock-reports",
+        type=Path,
+        help=(
+            "surefire-reports directory of an earlier stock run of this command (stock does not "
+            "depend on the diffs): read instead of running stock again; its maven.log, if beside "
+            "the reports, gives the time"
+        ),
+    )
+    parser.add_argument(
         "--timeout-s",
         type=float,
         default=4 * 3600.0,
@@ -182,6 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeout_s <= 0:
         parser.error("--timeout-s must be positive")
     counts: list[VariantCounts] = []
+    if args.stock_reports is not None:
+        if Variant.STOCK in variants:
+            parser.error("--stock-reports replaces the stock run: leave stock out of --variants")
+        if not any(args.stock_reports.glob("TEST-*.xml")):
+            parser.error(f"--stock-reports: no TEST-*.xml in {args.stock_reports}")
+        counts.append(stock_from_reports(args.stock_reports))
     for variant in variants:
         run = run_patch_tests(variant, [PACKAGE_PATTERN], timeout_s=args.timeout_s)
         done = VariantCounts.of(run)
@@ -202,6 +226,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     (args.out / "index.md").write_text(render(counts, meta), encoding="utf-8")
     return exit_status(counts)
+
+
+def stock_from_reports(reports: Path) -> VariantCounts:
+    """Stock's counts read from the surefire reports of an earlier run; its time from the
+    ``Total time:  M:SS min`` line of a ``maven.log`` in the same directory (0 without one)."""
+    seconds = 0.0
+    log = reports / "maven.log"
+    if log.is_file():
+        found = re.search(r"Total time:\s+(?:(\d+):)?(\d+(?:\.\d+)?)\s*(min|s)", log.read_text())
+        if found:
+            minutes, secs, unit = found.groups()
+            seconds = (int(minutes or 0) * 60 + float(secs)) if unit == "min" else float(secs)
+    by_class = read_reports(reports)
+    run = PatchRun(Variant.STOCK, by_class, seconds, True, log, reports)
+    return VariantCounts.of(run)
 
 
 def exit_status(counts: Sequence[VariantCounts]) -> int:
