@@ -64,6 +64,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrCoordinatorIdsTest": 7,
         "org.apache.kafka.clients.ConnmgrConnectionsLingerTest": 20,
         "org.apache.kafka.clients.ConnmgrInternalDialsTest": 7,
+        "org.apache.kafka.clients.ConnmgrConnectionManagementOptionsTest": 5,
         "org.apache.kafka.clients.admin.ConnmgrAdminConnectionNeedsTest": 2,
         "org.apache.kafka.clients.consumer.internals.ConnmgrCoordinatorEndpointChangeTest": 12,
         "org.apache.kafka.clients.producer.internals.ConnmgrTransactionCoordinatorEndpointTest": 3,

@@ -52,7 +52,7 @@ public class ConnmgrBootstrapConnectionCloseTest {
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS,
                 5_000, 5_000, time, false, new ApiVersions(), null, new LogContext(),
                 new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
-                closeBootstrapConnections);
+                ConnectionManagementOptions.DEFAULTS.withBootstrapConnectionClose(closeBootstrapConnections));
     }
 
     /** Connects to the bootstrap node and leaves the client's own metadata request in flight on it. */

@@ -77,7 +77,7 @@ public class ConnmgrBootstrapSecondDialTest {
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS,
                 5_000, 5_000, time, false, new ApiVersions(), null, new LogContext(),
                 new DefaultHostResolver(), telemetry, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
-                closeBootstrapConnections);
+                ConnectionManagementOptions.DEFAULTS.withBootstrapConnectionClose(closeBootstrapConnections));
     }
 
     private NetworkClient client(boolean closeBootstrapConnections) {

@@ -97,8 +97,11 @@ public class ConnmgrConnectionCloseReasonTest {
         return new NetworkClient(updater, metadata, selector, "p1", Integer.MAX_VALUE,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS,
                 CONNECT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, time, discoverBrokerVersions, new ApiVersions(), null,
-                new LogContext(), new DefaultHostResolver(), null, 0, recovery, closeBootstrapConnections,
-                new ConnectionRoleMetrics(metrics, "producer"), retireChangedEndpoints);
+                new LogContext(), new DefaultHostResolver(), null, 0, recovery,
+                ConnectionManagementOptions.DEFAULTS
+                        .withBootstrapConnectionClose(closeBootstrapConnections)
+                        .withRoleMetrics(new ConnectionRoleMetrics(metrics, "producer"))
+                        .withEndpointChangeRetire(retireChangedEndpoints));
     }
 
     private NetworkClient client(MetadataUpdater updater) {

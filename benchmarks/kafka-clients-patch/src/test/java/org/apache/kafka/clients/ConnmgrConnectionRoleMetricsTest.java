@@ -55,7 +55,9 @@ public class ConnmgrConnectionRoleMetricsTest {
         return new NetworkClient(null, metadata, selector, "p1", Integer.MAX_VALUE,
                 10_000, 10_000, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false, new ApiVersions(), null,
                 new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
-                closeBootstrapConnections, new ConnectionRoleMetrics(metrics, "producer"));
+                ConnectionManagementOptions.DEFAULTS
+                        .withBootstrapConnectionClose(closeBootstrapConnections)
+                        .withRoleMetrics(new ConnectionRoleMetrics(metrics, "producer")));
     }
 
     private double value(String name, Role role) {

@@ -148,7 +148,11 @@ public class ConnmgrDnsRefreshTest {
         NetworkClient client = new NetworkClient(null, metadata, selector, clientId(), Integer.MAX_VALUE,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), resolver, null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, null, false, dnsRefreshMs);
+                MetadataRecoveryStrategy.NONE,
+                ConnectionManagementOptions.DEFAULTS
+                        .withBootstrapConnectionClose(false)
+                        .withEndpointChangeRetire(false)
+                        .withDnsRefreshMs(dnsRefreshMs));
         clients.add(client);
         return client;
     }
@@ -231,8 +235,12 @@ public class ConnmgrDnsRefreshTest {
             NetworkClient client = new NetworkClient(null, metadata, selector, clientId(), Integer.MAX_VALUE,
                     RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time,
                     false, new ApiVersions(), null, new LogContext(), resolver, null, Long.MAX_VALUE,
-                    MetadataRecoveryStrategy.NONE, false, new ConnectionRoleMetrics(metrics, "producer"), false,
-                    REFRESH_MS);
+                    MetadataRecoveryStrategy.NONE,
+                    ConnectionManagementOptions.DEFAULTS
+                            .withBootstrapConnectionClose(false)
+                            .withRoleMetrics(new ConnectionRoleMetrics(metrics, "producer"))
+                            .withEndpointChangeRetire(false)
+                            .withDnsRefreshMs(REFRESH_MS));
             clients.add(client);
             connect(client, NODE1);
             resolver.answer(HOST, NEW);
@@ -444,12 +452,12 @@ public class ConnmgrDnsRefreshTest {
                 ClientUtils::dnsRefreshMs);
         ConnmgrClientConfigs.assertEveryClientRejects(CommonClientConfigs.CLIENT_DNS_REFRESH_MS_CONFIG, -1L);
 
-        // The 24-argument constructor (0003's) and so every 4.3.1 constructor take the default.
+        // 4.3.1's longest constructor, which every other 4.3.1 constructor calls, takes the default.
         clientNumber++;
         NetworkClient client = new NetworkClient(null, metadata, selector, clientId(), Integer.MAX_VALUE,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), resolver, null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, null, false);
+                MetadataRecoveryStrategy.NONE);
         clients.add(client);
         assertEquals(dflt > 0, client.dnsRefresher() != null);
     }

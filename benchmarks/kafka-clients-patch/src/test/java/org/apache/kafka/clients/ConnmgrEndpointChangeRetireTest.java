@@ -69,7 +69,10 @@ public class ConnmgrEndpointChangeRetireTest {
         return new NetworkClient(updater, updater == null ? metadata : null, selector, "mock", Integer.MAX_VALUE,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, null, retireChangedEndpoints);
+                MetadataRecoveryStrategy.NONE,
+                ConnectionManagementOptions.DEFAULTS
+                        .withBootstrapConnectionClose(false)
+                        .withEndpointChangeRetire(retireChangedEndpoints));
     }
 
     /** A Metadata response naming these brokers, partition 0 of TOPIC led by broker 1 at leader epoch 1. */
@@ -230,7 +233,7 @@ public class ConnmgrEndpointChangeRetireTest {
         NetworkClient client = new NetworkClient(null, metadata, selector, "mock", Integer.MAX_VALUE,
                 RECONNECT_BACKOFF_MS, RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, null);
+                MetadataRecoveryStrategy.NONE);
         connect(client, NODE1);
         updateMetadata(NODE0, NODE1_MOVED);
         poll(client);

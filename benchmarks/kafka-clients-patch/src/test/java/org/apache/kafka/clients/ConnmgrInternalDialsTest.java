@@ -217,8 +217,10 @@ public class ConnmgrInternalDialsTest {
                 RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time,
                 discoverBrokerVersions,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), telemetry, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, new ConnectionRoleMetrics(metrics, "producer"), false, 0L,
-                lingerMs);
+                MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff()
+                        .withRoleMetrics(new ConnectionRoleMetrics(metrics, "producer"))
+                        .withConnectionsLingerMs(lingerMs));
     }
 
     /** Dials the node and completes the connection (no ApiVersions exchange: discoverBrokerVersions is off). */

@@ -69,7 +69,8 @@ public class ConnmgrOptionsOffTest {
         return new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, RECONNECT_BACKOFF_MS,
                 RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, null, false, 0L, lingerMs);
+                MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff().withConnectionsLingerMs(lingerMs));
     }
 
     private static ConnectionNeedsFeed feed(NetworkClient client) {

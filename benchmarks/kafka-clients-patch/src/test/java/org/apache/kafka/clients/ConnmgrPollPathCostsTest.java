@@ -70,8 +70,10 @@ public class ConnmgrPollPathCostsTest {
         return new NetworkClient(null, metadata, selector, "p1", Integer.MAX_VALUE, RECONNECT_BACKOFF_MS,
                 RECONNECT_BACKOFF_MS, 64 * 1024, 64 * 1024, REQUEST_TIMEOUT_MS, 5_000, 5_000, time, false,
                 new ApiVersions(), null, new LogContext(), new DefaultHostResolver(), null, Long.MAX_VALUE,
-                MetadataRecoveryStrategy.NONE, false, new ConnectionRoleMetrics(metrics, "producer"), false, 0L,
-                lingerMs);
+                MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff()
+                        .withRoleMetrics(new ConnectionRoleMetrics(metrics, "producer"))
+                        .withConnectionsLingerMs(lingerMs));
     }
 
     /** Dials the node and completes the connection, checked on the selector (isReady() would count as an ask). */

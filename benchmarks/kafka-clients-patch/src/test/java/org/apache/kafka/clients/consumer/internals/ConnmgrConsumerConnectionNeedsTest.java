@@ -3,6 +3,7 @@ package org.apache.kafka.clients.consumer.internals;
 import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ConnectionNeeds;
 import org.apache.kafka.clients.ConnectionNeedsPublisher;
+import org.apache.kafka.clients.ConnmgrOptions;
 import org.apache.kafka.clients.ConnmgrSelectorExchange;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.GroupRebalanceConfig;
@@ -185,7 +186,8 @@ public class ConnmgrConsumerConnectionNeedsTest {
     private NetworkClient lingeringNetworkClient(MockSelector selector, int lingerMs) {
         return new NetworkClient(null, metadata, selector, "c1", Integer.MAX_VALUE, 50, 50, 64 * 1024, 64 * 1024,
                 30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext, new DefaultHostResolver(), null,
-                Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L, lingerMs);
+                Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff().withConnectionsLingerMs(lingerMs));
     }
 
     /** Sends the fetches queued and answers the one to {@code leader} with one record of {@code partition}. */

@@ -3,6 +3,7 @@ package org.apache.kafka.clients.producer.internals;
 import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ConnectionNeeds;
 import org.apache.kafka.clients.ConnectionNeedsPublisher;
+import org.apache.kafka.clients.ConnmgrOptions;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.KafkaClient;
 import org.apache.kafka.clients.MetadataRecoveryStrategy;
@@ -166,8 +167,8 @@ public class ConnmgrProducerConnectionNeedsTest {
         MockSelector selector = new MockSelector(time);
         NetworkClient network = new NetworkClient(null, metadata, selector, "p1", Integer.MAX_VALUE, 50, 50,
                 64 * 1024, 64 * 1024, 30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext,
-                new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L,
-                lingerMs);
+                new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff().withConnectionsLingerMs(lingerMs));
         Sender sender = sender(network, null);
         metadata.add(TOPIC, time.milliseconds());
         updateMetadata(BROKER1);

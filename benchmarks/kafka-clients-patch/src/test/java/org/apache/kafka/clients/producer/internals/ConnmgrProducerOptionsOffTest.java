@@ -3,6 +3,7 @@ package org.apache.kafka.clients.producer.internals;
 import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ConnectionNeeds;
 import org.apache.kafka.clients.ConnectionNeedsPublisher;
+import org.apache.kafka.clients.ConnmgrOptions;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.KafkaClient;
 import org.apache.kafka.clients.MetadataRecoveryStrategy;
@@ -52,8 +53,8 @@ public class ConnmgrProducerOptionsOffTest {
     private NetworkClient networkClient(int lingerMs) {
         return new NetworkClient(null, metadata, new MockSelector(time), "p1", Integer.MAX_VALUE, 50, 50, 64 * 1024,
                 64 * 1024, 30_000, 5_000, 5_000, time, false, new ApiVersions(), null, logContext,
-                new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE, false, null, false, 0L,
-                lingerMs);
+                new DefaultHostResolver(), null, Long.MAX_VALUE, MetadataRecoveryStrategy.NONE,
+                ConnmgrOptions.allOff().withConnectionsLingerMs(lingerMs));
     }
 
     private Sender sender(KafkaClient client) {
