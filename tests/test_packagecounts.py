@@ -9,10 +9,12 @@ from connmgr.java.packagecounts import (
     VariantCounts,
     compare,
     exit_status,
+    from_reports,
+    passed_again,
     render,
-    stock_from_reports,
+    rerun_patterns,
 )
-from connmgr.java.patch import TestCounts
+from connmgr.java.patch import TestCounts, Variant
 
 META = {"commit": "abc1234", "date": "2026-11-29 02:00 UTC", "pattern": "p"}
 
@@ -56,7 +58,7 @@ def test_stock_is_read_from_an_earlier_runs_reports(tmp_path: Path) -> None:
         'producer.ProducerConfigTest" name="needsFile"><failure/></testcase></testsuite>'
     )
     (tmp_path / "maven.log").write_text("[INFO] Total time:  41:37 min\n")
-    stock = stock_from_reports(tmp_path)
+    stock = from_reports(Variant.STOCK, tmp_path)
     assert (stock.variant, stock.kafka.tests, stock.kafka.failed, stock.classes) == (
         "stock",
         4,
@@ -65,3 +67,28 @@ def test_stock_is_read_from_an_earlier_runs_reports(tmp_path: Path) -> None:
     )
     assert stock.failing == ("org.apache.kafka.clients.producer.ProducerConfigTest.needsFile",)
     assert stock.seconds == 41 * 60 + 37
+
+
+STICKY = "org.apache.kafka.clients.consumer.StickyAssignorTest"
+
+
+def test_a_failure_that_passes_when_rerun_is_a_flake_not_a_new_failure() -> None:
+    flaky = f"{STICKY}.testLargeAssignment(boolean)[1]"
+    broken = "org.apache.kafka.clients.NetworkClientTest.testClose"
+    assert rerun_patterns([flaky, f"{STICKY}.testLargeAssignment(boolean)[2]", broken]) == [
+        "StickyAssignorTest#testLargeAssignment",
+        "NetworkClientTest#testClose",
+    ]
+    rerun = {
+        STICKY: TestCounts(2, 0, 0, 0),
+        "org.apache.kafka.clients.NetworkClientTest": TestCounts(1, 1, 0, 0, failing=(broken,)),
+    }
+    assert passed_again([flaky, broken], rerun) == (flaky,)
+    # A test whose class did not run again is not counted as passing.
+    assert passed_again([flaky], {}) == ()
+    patched = _counts("defaults", 5000, (*STOCK.failing, flaky, broken))
+    patched = VariantCounts(
+        patched.variant, 60.0, patched.kafka, patched.own, 161, patched.failing, (flaky,)
+    )
+    assert compare(STOCK, patched).new_failures == (broken,)
+    assert "- failed once, passed when rerun alone: `" + flaky in render([STOCK, patched], META)

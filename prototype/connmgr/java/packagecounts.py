@@ -20,7 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -41,9 +41,12 @@ __all__ = [
     "VariantCounts",
     "compare",
     "exit_status",
+    "from_reports",
     "main",
+    "passed_again",
     "render",
-    "stock_from_reports",
+    "rerun",
+    "rerun_patterns",
 ]
 
 PACKAGE_PATTERN: Final = "org/apache/kafka/clients/**/*Test"
@@ -65,6 +68,14 @@ class VariantCounts:
     """Kafka test classes that reported at least one test."""
     failing: tuple[str, ...]
     """Kafka tests (``Class.method``) that failed or erred, sorted."""
+    passed_on_rerun: tuple[str, ...] = ()
+    """Of :attr:`failing`, those that passed when run again alone (see :func:`rerun`)."""
+
+    @property
+    def failing_twice(self) -> tuple[str, ...]:
+        """:attr:`failing` less those that passed on a rerun: what the comparison holds."""
+        again = set(self.passed_on_rerun)
+        return tuple(t for t in self.failing if t not in again)
 
     @classmethod
     def of(cls, run: PatchRun) -> VariantCounts:
@@ -94,8 +105,9 @@ class Comparison:
 
 
 def compare(stock: VariantCounts, patched: VariantCounts) -> Comparison:
-    """``patched``'s failures against ``stock``'s."""
-    before, after = set(stock.failing), set(patched.failing)
+    """``patched``'s failures against ``stock``'s (tests that failed and failed again on a
+    rerun: a test that passed when run again is a flake in either variant)."""
+    before, after = set(stock.failing_twice), set(patched.failing_twice)
     return Comparison(
         patched.variant,
         tuple(sorted(after - before)),
@@ -123,10 +135,13 @@ def render(counts: Sequence[VariantCounts], meta: Mapping[str, Any]) -> str:
         )
     stock = next((c for c in counts if c.variant == Variant.STOCK.value), None)
     if stock is not None:
-        lines += ["", "Failing on stock (the baseline):", ""]
-        lines += [f"- `{t}`" for t in stock.failing] or ["- none"]
+        lines += ["", "Failing on stock (the baseline; failed again when rerun alone):", ""]
+        lines += [f"- `{t}`" for t in stock.failing_twice] or ["- none"]
         for patched in counts:
             if patched is stock:
+                lines += [
+                    f"- failed once, passed when rerun alone: `{t}`" for t in stock.passed_on_rerun
+                ]
                 continue
             cmp = compare(stock, patched)
             verdict = "the same set as stock's" if not cmp.new_failures else "NOT stock's set"
@@ -136,6 +151,9 @@ def render(counts: Sequence[VariantCounts], meta: Mapping[str, Any]) -> str:
                 f"{cmp.ran_difference:+d} Kafka tests run against stock.",
             ]
             lines += [f"- new failure: `{t}`" for t in cmp.new_failures]
+            lines += [
+                f"- failed once, passed when rerun alone: `{t}`" for t in patched.passed_on_rerun
+            ]
             lines += [f"- passes here, fails on stock: `{t}`" for t in cmp.fixed]
     return "\n".join(lines) + "\n"
 
@@ -151,6 +169,7 @@ def _as_json(c: VariantCounts) -> dict[str, Any]:
         "kafka": totals(c.kafka),
         "own": totals(c.own),
         "failing": list(c.failing),
+        "passed_on_rerun": list(c.passed_on_rerun),
     }
 
 
@@ -178,13 +197,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated variants, stock first (default: stock,defaults,switches-on)",
     )
     parser.add_argument(
-        "--stock-reports",
-        type=Path,
+        "--reports",
+        action="append",
+        default=[],
+        metavar="VARIANT=DIR",
         help=(
-            "surefire-reports directory of an earlier stock run of this command (stock does not "
-            "depend on the diffs): read instead of running stock again; its maven.log, if beside "
-            "the reports, gives the time"
+            "read VARIANT's counts from the surefire-reports directory of an earlier run of this "
+            "command (same module state) instead of running it; its maven.log, if beside the "
+            "reports, gives the time. Repeatable"
         ),
+    )
+    parser.add_argument(
+        "--no-rerun",
+        action="store_true",
+        help="do not run each variant's failing tests again alone (default: run them once more)",
     )
     parser.add_argument(
         "--timeout-s",
@@ -200,20 +226,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeout_s <= 0:
         parser.error("--timeout-s must be positive")
     counts: list[VariantCounts] = []
-    if args.stock_reports is not None:
-        if Variant.STOCK in variants:
-            parser.error("--stock-reports replaces the stock run: leave stock out of --variants")
-        if not any(args.stock_reports.glob("TEST-*.xml")):
-            parser.error(f"--stock-reports: no TEST-*.xml in {args.stock_reports}")
-        counts.append(stock_from_reports(args.stock_reports))
-    for variant in variants:
-        run = run_patch_tests(variant, [PACKAGE_PATTERN], timeout_s=args.timeout_s)
-        done = VariantCounts.of(run)
+    given: dict[Variant, Path] = {}
+    for item in args.reports:
+        name, sep, directory = item.partition("=")
+        try:
+            variant = Variant(name)
+        except ValueError:
+            parser.error(f"--reports {item}: expected VARIANT=DIR with VARIANT one of the variants")
+        if not sep or not any(Path(directory).glob("TEST-*.xml")):
+            parser.error(f"--reports {item}: no TEST-*.xml in {directory!r}")
+        given[variant] = Path(directory)
+    for variant in list(given) + [v for v in variants if v not in given]:
+        if variant in given:
+            done = from_reports(variant, given[variant])
+        else:
+            run = run_patch_tests(variant, [PACKAGE_PATTERN], timeout_s=args.timeout_s)
+            done = VariantCounts.of(run)
+        if not args.no_rerun:
+            done = rerun(done, args.timeout_s)
         counts.append(done)
         print(
-            f"{variant.value}: {done.kafka.tests} Kafka tests, {done.kafka.failed} failed",
+            f"{variant.value}: {done.kafka.tests} Kafka tests, {done.kafka.failed} failed, "
+            f"{len(done.passed_on_rerun)} of them passed when rerun",
             file=sys.stderr,
         )
+    counts.sort(key=lambda c: list(Variant).index(Variant(c.variant)))
     meta = {
         "commit": git_commit(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -228,8 +265,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return exit_status(counts)
 
 
-def stock_from_reports(reports: Path) -> VariantCounts:
-    """Stock's counts read from the surefire reports of an earlier run; its time from the
+def rerun_patterns(failing: Sequence[str]) -> list[str]:
+    """Surefire ``-Dtest`` patterns (``SimpleClass#method``) that run ``failing`` again: a
+    parameterized test's invocation suffix (``(boolean)[1]``) is dropped, so every invocation
+    of that method runs."""
+    patterns: dict[str, None] = {}
+    for test in failing:
+        bare = test.split("(", 1)[0]
+        cls, method = bare.rsplit(".", 1)
+        patterns[f"{cls.rsplit('.', 1)[-1]}#{method}"] = None
+    return list(patterns)
+
+
+def passed_again(failing: Sequence[str], rerun: Mapping[str, TestCounts]) -> tuple[str, ...]:
+    """Of ``failing``, those whose method ran in ``rerun`` (per-class counts of the rerun)
+    and did not fail there."""
+    still = {t.split("(", 1)[0] for c in rerun.values() for t in c.failing}
+    return tuple(
+        t
+        for t in failing
+        if t.split("(", 1)[0] not in still and rerun.get(t.split("(", 1)[0].rsplit(".", 1)[0])
+    )
+
+
+def rerun(counts: VariantCounts, timeout_s: float) -> VariantCounts:
+    """``counts`` with its failing tests run once more, alone, on the same variant (as
+    Kafka's own CI retries a failed test): those that pass are recorded as such."""
+    if not counts.failing:
+        return counts
+    again = run_patch_tests(
+        Variant(counts.variant), rerun_patterns(counts.failing), timeout_s=timeout_s
+    )
+    return replace(counts, passed_on_rerun=passed_again(counts.failing, again.by_class))
+
+
+def from_reports(variant: Variant, reports: Path) -> VariantCounts:
+    """``variant``'s counts read from the surefire reports of an earlier run; its time from the
     ``Total time:  M:SS min`` line of a ``maven.log`` in the same directory (0 without one)."""
     seconds = 0.0
     log = reports / "maven.log"
@@ -239,7 +310,7 @@ def stock_from_reports(reports: Path) -> VariantCounts:
             minutes, secs, unit = found.groups()
             seconds = (int(minutes or 0) * 60 + float(secs)) if unit == "min" else float(secs)
     by_class = read_reports(reports)
-    run = PatchRun(Variant.STOCK, by_class, seconds, True, log, reports)
+    run = PatchRun(variant, by_class, seconds, True, log, reports)
     return VariantCounts.of(run)
 
 
