@@ -233,18 +233,29 @@ public class ConnmgrPollPathCostsTest {
      * HashSet over many generations of random adds among more ids than its first table holds, so that absent ids'
      * slots are taken by other ids, probe paths run through absent slots and the table is rebuilt: after each add and
      * each clear, every id is present in one exactly when it is in the other. Ids are new strings each time, as a
-     * node's id string is after a metadata update.
+     * node's id string is after a metadata update. Half the adds go through addAndCheck with a set of needed ids that
+     * is replaced (a new set, some ids the same) every few generations: each answer is that set's.
      */
     @Test
     public void testStepIdSetHoldsWhatAHashSetHoldsAcrossClears() {
         NetworkClient.StepIdSet set = new NetworkClient.StepIdSet();
         Set<String> model = new HashSet<>();
         Random random = new Random(17);
+        Set<String> needed = Set.of();
         for (int generation = 0; generation < 200; generation++) {
+            if (generation % 3 == 0) {
+                Set<String> next = new HashSet<>();
+                for (int n = 0; n < 20; n++)
+                    next.add(String.valueOf(random.nextInt(40) - 1));
+                needed = next;
+            }
             int adds = random.nextInt(generation % 20 == 19 ? 150 : 12);
             for (int a = 0; a < adds; a++) {
                 String id = String.valueOf(random.nextInt(generation < 100 ? 40 : 400) - 1);
-                set.add(new String(id));
+                if (random.nextBoolean())
+                    assertEquals(needed.contains(id), set.addAndCheck(new String(id), needed), "needed: " + id);
+                else
+                    set.add(new String(id));
                 model.add(id);
                 assertTrue(set.contains(id), "added: " + id);
             }
