@@ -73,7 +73,7 @@ OWN_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
         "org.apache.kafka.clients.ConnmgrOptionsOffTest": 4,
         "org.apache.kafka.clients.producer.internals.ConnmgrProducerOptionsOffTest": 1,
         "org.apache.kafka.clients.consumer.internals.ConnmgrConsumerOptionsOffTest": 2,
-        "org.apache.kafka.clients.ConnmgrPollPathCostsTest": 5,
+        "org.apache.kafka.clients.ConnmgrPollPathCostsTest": 7,
     }
 )
 """The project's own test classes and their test counts."""

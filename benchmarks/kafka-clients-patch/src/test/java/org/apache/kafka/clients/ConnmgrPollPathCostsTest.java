@@ -9,15 +9,19 @@ import org.apache.kafka.common.requests.RequestTestUtils;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.MockTime;
 import org.apache.kafka.test.MockSelector;
+import org.apache.kafka.test.TestUtils;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.net.InetAddress;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.Set;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -224,5 +228,97 @@ public class ConnmgrPollPathCostsTest {
             assertEquals("a.example", refresher.nextAnswer().host);
             assertEquals(40, refresher.timeToNextRefresh(160), "a's answer read: a is due again at 200");
         }
+    }
+
+    /**
+     * Patch 0017: the asks since the last close step are a StepIdSet, cleared by a new generation. Checked against a
+     * HashSet over many generations of random adds among more ids than its first table holds, so that absent ids'
+     * slots are taken by other ids, probe paths run through absent slots and the table is rebuilt: after each add and
+     * each clear, every id is present in one exactly when it is in the other. Ids are new strings each time, as a
+     * node's id string is after a metadata update. Half the adds go through addAndCheck with a set of needed ids that
+     * is replaced (a new set, some ids the same) every few generations: each answer is that set's.
+     */
+    @Test
+    public void testStepIdSetHoldsWhatAHashSetHoldsAcrossClears() {
+        NetworkClient.StepIdSet set = new NetworkClient.StepIdSet();
+        Set<String> model = new HashSet<>();
+        Random random = new Random(17);
+        Set<String> needed = Set.of();
+        for (int generation = 0; generation < 200; generation++) {
+            if (generation % 3 == 0) {
+                Set<String> next = new HashSet<>();
+                for (int n = 0; n < 20; n++)
+                    next.add(String.valueOf(random.nextInt(40) - 1));
+                needed = next;
+            }
+            int adds = random.nextInt(generation % 20 == 19 ? 150 : 12);
+            for (int a = 0; a < adds; a++) {
+                String id = String.valueOf(random.nextInt(generation < 100 ? 40 : 400) - 1);
+                if (random.nextBoolean())
+                    assertEquals(needed.contains(id), set.addAndCheck(new String(id), needed), "needed: " + id);
+                else
+                    set.add(new String(id));
+                model.add(id);
+                assertTrue(set.contains(id), "added: " + id);
+            }
+            assertEquals(model.size(), set.size(), "size in generation " + generation);
+            for (int id = -1; id < 400; id++) {
+                String key = String.valueOf(id);
+                assertEquals(model.contains(key), set.contains(key), "id " + id + " in generation " + generation);
+            }
+            set.clear();
+            model.clear();
+            assertTrue(set.isEmpty());
+            assertFalse(set.contains("0"), "cleared");
+        }
+    }
+
+    /**
+     * Patch 0017: a producer asking ready() about 60 leaders that no published needs hold (at a linger of 0) keeps
+     * each connection through the step after the asks, loop after loop, and the asks are recorded in the same table
+     * every loop (no allocation once it holds the ids); once nobody asks, the next step closes them all but the
+     * needed one. An ask about a connection that is then closed and re-dialled (by ready(), before the next step)
+     * keeps the new connection too: the ask is about the id, not about one connection object.
+     */
+    @Test
+    public void testAsksAboutManyConnectionsAreKeptLoopAfterLoopInTheSameTable() {
+        List<Node> nodes = new ArrayList<>();
+        for (int id = 0; id < 60; id++)
+            nodes.add(new Node(id, "localhost", 9090 + id));
+        updateCluster(nodes.toArray(new Node[0]));
+        NetworkClient client = client(0);
+        client.needsPublisher("producer").publish(new ConnectionNeeds(Set.of(nodes.get(0)), Set.of()));
+        for (Node node : nodes)
+            assertFalse(client.ready(node, time.milliseconds()), "dialling " + node);
+        client.poll(0, time.milliseconds());
+        for (Node node : nodes)
+            assertTrue(open(node), "asked about before the dial: kept in the poll that connects it, " + node);
+
+        Object table = null;
+        for (int loop = 0; loop < 5; loop++) {
+            for (Node node : nodes)
+                assertTrue(client.ready(node, time.milliseconds()), "ready: " + node);
+            client.poll(0, time.milliseconds());
+            for (Node node : nodes)
+                assertTrue(open(node), "asked about in loop " + loop + ": kept, " + node);
+            NetworkClient.StepIdSet asked = TestUtils.fieldValue(client, NetworkClient.class, "askedSinceCloseStep");
+            Object ids = TestUtils.fieldValue(asked, NetworkClient.StepIdSet.class, "ids");
+            if (loop > 0)
+                assertSame(table, ids, "loop " + loop + " recorded its asks in the table of the loop before");
+            table = ids;
+        }
+
+        Node redialled = nodes.get(7);
+        assertTrue(client.isReady(redialled, time.milliseconds()));
+        client.close(redialled.idString());
+        assertFalse(open(redialled), "closed");
+        assertFalse(client.ready(redialled, time.milliseconds()), "dialled again");
+        client.poll(0, time.milliseconds());
+        assertTrue(open(redialled), "asked about in this window: the new connection is kept");
+
+        client.poll(0, time.milliseconds());
+        assertTrue(open(nodes.get(0)), "needed: kept");
+        for (Node node : nodes.subList(1, nodes.size()))
+            assertFalse(open(node), "nobody asked since the last step: closed, " + node);
     }
 }
