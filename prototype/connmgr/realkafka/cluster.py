@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Final, Self
 
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
@@ -55,6 +55,11 @@ from connmgr.realkafka.protocol import (
 from connmgr.realkafka.security import PROTOCOLS, ListenerAccess, Protocol, SecureTier
 
 __all__ = ["KafkaCluster"]
+
+
+START_ATTEMPTS: Final = 4
+"""Starts tried with fresh ports when a reserved port was taken before a node bound it: two
+in a row were seen on a 2-core machine running a Spark cluster beside the tier."""
 
 
 class KafkaCluster(BrokerMoves, CoordinatorAdmin):
@@ -152,9 +157,10 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
         Maven timeout). Records :attr:`start_seconds` and :attr:`timings`.
 
         Raises :class:`MissingTool` (java/mvn), or :class:`RealKafkaError` when a node fails
-        to format or dies during start (with the tail of its log), a port is taken twice in a
-        row, or the timeout passes (saying which brokers were seen). Whatever was started is
-        stopped and removed before raising. A cluster starts once: a stopped one stays stopped.
+        to format or dies during start (with the tail of its log), a port is taken in
+        :data:`START_ATTEMPTS` starts in a row, or the timeout passes (saying which brokers
+        were seen). Whatever was started is stopped and removed before raising. A cluster
+        starts once: a stopped one stays stopped.
         """
         with self._lock:
             if self._state != "new":
@@ -167,13 +173,17 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
                 self.timings["classpath"] = time.monotonic() - began
                 reap_orphans(Path(tempfile.gettempdir()))
                 deadline = time.monotonic() + timeout_s
-                try:
-                    self._launch(java, classpath, deadline)
-                except PortTaken:
-                    # Another process grabbed a reserved port between reservation and bind;
-                    # fresh ports almost surely do not collide again.
-                    self._resources.release(10.0)
-                    self._launch(java, classpath, deadline)
+                for attempt in range(1, START_ATTEMPTS + 1):
+                    try:
+                        self._launch(java, classpath, deadline)
+                        break
+                    except PortTaken:
+                        # Another process grabbed a reserved port between reservation and
+                        # bind (a busy machine: a Spark worker or a client binding port 0 may
+                        # be handed the port just released); fresh ports are tried.
+                        self._resources.release(10.0)
+                        if attempt == START_ATTEMPTS:
+                            raise
             except BaseException:
                 self._state = "failed"
                 self._resources.release(10.0)
