@@ -10,11 +10,9 @@ from connmgr.java.packagecounts import (
     compare,
     exit_status,
     from_reports,
-    passed_again,
     render,
-    rerun_patterns,
 )
-from connmgr.java.patch import TestCounts, Variant
+from connmgr.java.patch import TestCounts, Variant, passed_again, rerun_patterns
 
 META = {"commit": "abc1234", "date": "2026-11-29 02:00 UTC", "pattern": "p"}
 

@@ -31,7 +31,9 @@ from connmgr.java.patch import (
     PatchRun,
     TestCounts,
     Variant,
+    passed_again,
     read_reports,
+    rerun_patterns,
     run_patch_tests,
 )
 
@@ -43,10 +45,8 @@ __all__ = [
     "exit_status",
     "from_reports",
     "main",
-    "passed_again",
     "render",
     "rerun",
-    "rerun_patterns",
 ]
 
 PACKAGE_PATTERN: Final = "org/apache/kafka/clients/**/*Test"
@@ -263,29 +263,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     (args.out / "index.md").write_text(render(counts, meta), encoding="utf-8")
     return exit_status(counts)
-
-
-def rerun_patterns(failing: Sequence[str]) -> list[str]:
-    """Surefire ``-Dtest`` patterns (``SimpleClass#method``) that run ``failing`` again: a
-    parameterized test's invocation suffix (``(boolean)[1]``) is dropped, so every invocation
-    of that method runs."""
-    patterns: dict[str, None] = {}
-    for test in failing:
-        bare = test.split("(", 1)[0]
-        cls, method = bare.rsplit(".", 1)
-        patterns[f"{cls.rsplit('.', 1)[-1]}#{method}"] = None
-    return list(patterns)
-
-
-def passed_again(failing: Sequence[str], rerun: Mapping[str, TestCounts]) -> tuple[str, ...]:
-    """Of ``failing``, those whose method ran in ``rerun`` (per-class counts of the rerun)
-    and did not fail there."""
-    still = {t.split("(", 1)[0] for c in rerun.values() for t in c.failing}
-    return tuple(
-        t
-        for t in failing
-        if t.split("(", 1)[0] not in still and rerun.get(t.split("(", 1)[0].rsplit(".", 1)[0])
-    )
 
 
 def rerun(counts: VariantCounts, timeout_s: float) -> VariantCounts:

@@ -64,7 +64,9 @@ __all__ = [
     "build_patched_client",
     "default_module_dir",
     "main",
+    "passed_again",
     "read_reports",
+    "rerun_patterns",
     "run_patch_tests",
 ]
 
@@ -264,11 +266,10 @@ def _run_in(
     if failing and all(t in KNOWN_FLAKY for t in failing):
         # Only known flakes failed: run just them once more (as Kafka's CI retries); those
         # that pass are flakes, the counts otherwise those of the first run.
-        again = [f"{t.rsplit('.', 2)[-2]}#{t.rsplit('.', 1)[-1]}" for t in failing]
+        again = rerun_patterns(failing)
         _, rerun_output, rerun = _verify(tools, module_dir, variant, target, again, timeout_s)
         (target.parent / "maven-rerun.log").write_text(rerun_output, encoding="utf-8")
-        still = {t for c in rerun.values() for t in c.failing}
-        passed = frozenset(t for t in failing if t not in still and _ran(rerun, t))
+        passed = frozenset(passed_again(failing, rerun))
         by_class = {name: c.passed_again(passed) for name, c in by_class.items()}
     seconds = time.monotonic() - started
     jar = target / f"kafka-clients-patched-{KAFKA_VERSION}-{variant.value}.jar"
@@ -284,10 +285,27 @@ def _run_in(
     )
 
 
-def _ran(counts: Mapping[str, TestCounts], test: str) -> bool:
-    """Whether ``test`` (``Class.method``) was among what ran (its class reported a test)."""
-    cls = test.rsplit(".", 1)[0]
-    return cls in counts and counts[cls].tests > 0
+def rerun_patterns(failing: Sequence[str]) -> list[str]:
+    """Surefire ``-Dtest`` patterns (``SimpleClass#method``) that run ``failing`` again: a
+    parameterized test's invocation suffix (``(boolean)[1]``) is dropped, so every invocation
+    of that method runs."""
+    patterns: dict[str, None] = {}
+    for test in failing:
+        bare = test.split("(", 1)[0]
+        cls, method = bare.rsplit(".", 1)
+        patterns[f"{cls.rsplit('.', 1)[-1]}#{method}"] = None
+    return list(patterns)
+
+
+def passed_again(failing: Sequence[str], rerun: Mapping[str, TestCounts]) -> tuple[str, ...]:
+    """Of ``failing``, those whose method ran in ``rerun`` (per-class counts of the rerun)
+    and did not fail there."""
+    still = {t.split("(", 1)[0] for c in rerun.values() for t in c.failing}
+    return tuple(
+        t
+        for t in failing
+        if t.split("(", 1)[0] not in still and rerun.get(t.split("(", 1)[0].rsplit(".", 1)[0])
+    )
 
 
 def _verify(
