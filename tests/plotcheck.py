@@ -1,4 +1,4 @@
-"""What a report plot shows, for tests: the figures :mod:`connmgr.bench.report.plots` draws (caught
+"""What a report plot shows, for tests: the figures :mod:`connmgr_evidence.bench.report.plots` draws (caught
 as they are saved) and the PNG files they become (read back with matplotlib).
 
 A plot test checks values, not that a file exists: each series a figure draws holds the
@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from connmgr.bench.report import plots
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
+from connmgr_evidence.bench.report import plots
+
 DPI = 100
-"""The resolution :mod:`connmgr.bench.report.plots` saves at."""
+"""The resolution :mod:`connmgr_evidence.bench.report.plots` saves at."""
 
 MIN_PIXELS = 20
 """Pixels of a series' exact colour that count as drawn: a 6-pixel marker alone has more;
@@ -29,7 +30,7 @@ anti-aliased edges blend into other colours and do not count."""
 
 @contextmanager
 def figures_drawn() -> Iterator[dict[str, Any]]:
-    """The figures :mod:`connmgr.bench.report.plots` saves meanwhile, by file stem
+    """The figures :mod:`connmgr_evidence.bench.report.plots` saves meanwhile, by file stem
     (``linger.png`` → ``"linger"``)."""
     drawn: dict[str, Any] = {}
     save = plots.save

@@ -5,6 +5,7 @@ tool measures)."""
 from __future__ import annotations
 
 import pytest
+
 from connmgr.aio.pathtrace import Call, chain_lines, layer_of, main, summarise
 
 

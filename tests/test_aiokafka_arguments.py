@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.options import DROP_IN_OPTIONS
 from connmgr.core.config import PolicyConfig
@@ -110,6 +111,7 @@ def test_a_transactional_init_producer_id_goes_to_the_transaction_coordinator() 
     another broker's was: NOT_COORDINATOR until the producer's start timed out)."""
     from aiokafka.client import ConnectionGroup
     from aiokafka.protocol.transaction import InitProducerIdRequest
+
     from connmgr.aio.dropin import ProposedProducer
     from connmgr.core.coordinator import CoordinatorKind
     from connmgr.core.events import AnyNodeRequestNeeded, Api, CoordinatorRequestNeeded

@@ -12,6 +12,7 @@ proposal/kip-e-socket-budget.md cites them from here.
 from __future__ import annotations
 
 import pytest
+
 from connmgr.sim.run import prepare, run_spec
 
 NEEDED = 4

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+
 from connmgr.core.coordinator import GROUP_APIS, TRANSACTION_APIS
 from connmgr.core.events import Api
 from connmgr.core.identity import Role

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from connmgr.cli import main
 from connmgr.policies import POLICIES
 from connmgr.sim.run import build_simulator, prepare

@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 
 import pytest
+
 from connmgr.core import (
     BrokerInfo,
     BrokerRequestNeeded,

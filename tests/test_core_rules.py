@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import connmgr
 import pytest
+
+import connmgr
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import (
     BootstrapNode,

@@ -10,12 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, load_grid
-from connmgr.bench.report import stated
-from connmgr.bench.report.metrics import METRICS, RULED_METRICS
-from connmgr.bench.report.summaries import BaselineHeadline, Regression
-from connmgr.bench.results.rows import point_text
-from connmgr.bench.results.schema import Kind
+
 from connmgr.cli import _bench_status
 from connmgr.costs import (
     KIND,
@@ -27,6 +22,12 @@ from connmgr.costs import (
 )
 from connmgr.policies import BASELINES
 from connmgr.sim import SCENARIOS
+from connmgr_evidence.bench.grid import DEFAULT_GRID, load_grid
+from connmgr_evidence.bench.report import stated
+from connmgr_evidence.bench.report.metrics import METRICS, RULED_METRICS
+from connmgr_evidence.bench.report.summaries import BaselineHeadline, Regression
+from connmgr_evidence.bench.results.rows import point_text
+from connmgr_evidence.bench.results.schema import Kind
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 REBALANCE = next(c for c in STATED_COSTS if (c.scenario, c.metric) == ("rebalance", "opened"))

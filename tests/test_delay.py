@@ -1,4 +1,4 @@
-"""The user-space delay forwarders (connmgr.realkafka.delay) against a local echo server."""
+"""The user-space delay forwarders (connmgr_evidence.realkafka.delay) against a local echo server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from connmgr.realkafka.delay import DelayNetwork
+
+from connmgr_evidence.realkafka.delay import DelayNetwork
 
 
 @pytest.fixture

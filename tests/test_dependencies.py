@@ -105,7 +105,7 @@ def test_a_missing_declaration_is_named(tmp_path: Path) -> None:
     pyproject.write_text(re.sub(r'\n\s*"cryptography[^"]*",', "", text))
     problems = undeclared(imported(), declared(pyproject))
     assert [p.split(" ")[0] for p in problems] == ["cryptography"]
-    assert "prototype/connmgr/realkafka/certificates.py" in problems[0]
+    assert "evidence/connmgr_evidence/realkafka/certificates.py" in problems[0]
 
 
 @pytest.mark.parametrize("line", ['pip install -e ".[dev]"', "pytest"])

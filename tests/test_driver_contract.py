@@ -21,6 +21,7 @@ import asyncio
 import math
 
 import pytest
+
 from connmgr import javalog
 from connmgr.aio.driver import Leased
 from connmgr.core.events import (
@@ -33,13 +34,13 @@ from connmgr.core.events import (
 )
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.policy import Policy
-from connmgr.java.accounting import build_ledger
 from connmgr.ledger import ConnEvent
 from connmgr.policies import POLICIES
 from connmgr.sim import SCENARIOS
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import build_simulator, prepare
 from connmgr.testing.replay import FED_AS_RECORDED, AioReplay, ScriptedDriver, Step, record
+from connmgr_evidence.java.accounting import build_ledger
 
 SCRIPTS = {
     "seed-producer": {"duration_ms": "120000"},
@@ -152,7 +153,7 @@ def test_a_recording_that_skips_a_wake_up_is_caught() -> None:
 @pytest.mark.parametrize("scenario", ["seed-producer", "seed-consumer", "big-producer"])
 def test_the_java_log_replay_writes_the_same_record(scenario: str, policy: str) -> None:
     """The third writer of the one ledger: a run printed as the Java client's NetworkClient
-    log and read back by the Java probe's log replay (:func:`connmgr.java.accounting.
+    log and read back by the Java probe's log replay (:func:`connmgr_evidence.java.accounting.
     build_ledger`, which accounts every real Java run) dials what the simulator dialled."""
     _, result, _ = simulated(scenario, policy)
     lines = list(javalog.render_events("producer", java_log_events(result)))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from connmgr.core.endpoint import DEFAULT_PORT, Endpoint, parse_bootstrap, parse_endpoint
 from connmgr.errors import BootstrapParseError
 

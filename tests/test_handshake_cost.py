@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from connmgr.handshake_cost import HandshakeCost, fit_handshake_cost, fit_line
+
+from connmgr_evidence.handshake_cost import HandshakeCost, fit_handshake_cost, fit_line
 
 
 def test_a_line_through_exact_points_is_recovered() -> None:

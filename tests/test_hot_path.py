@@ -9,6 +9,7 @@ import functools
 from typing import Any
 
 import pytest
+
 from connmgr.core.actions import Lease
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.core.policy import Policy

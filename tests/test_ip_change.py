@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from functools import cache
 
 import pytest
+
 from connmgr.core import (
     AddressesResolved,
     Api,

@@ -5,9 +5,10 @@ to 4.3) and ``+B`` (4.4's ``GroupCoordinatorNode``), read the way the Java patch
 from __future__ import annotations
 
 import pytest
+
 from connmgr.core.identity import COORDINATOR_ID_BASE, Role
-from connmgr.java.accounting import role_of
 from connmgr.javalog import node_id_of
+from connmgr_evidence.java.accounting import role_of
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ does not know leaves a socket "open" in the log while the metrics count it close
 from __future__ import annotations
 
 import pytest
+
 from connmgr.javalog import parse_connection_event
 
 WHO = "[Consumer clientId=consumer-test-1, groupId=test]"

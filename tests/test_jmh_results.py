@@ -1,4 +1,4 @@
-"""The JMH runner's arithmetic (:mod:`connmgr.java.jmh`) on a tiny fixture: two rounds' result
+"""The JMH runner's arithmetic (:mod:`connmgr_evidence.java.jmh`) on a tiny fixture: two rounds' result
 files pool into one estimate per case, the half-width is Student's t at 99.9 %, the ratios to
 stock carry both ends' errors, and the report names the goal each variant is held to. The
 runner itself (Maven, JMH, minutes of measurement) is not run here."""
@@ -9,8 +9,9 @@ import math
 from pathlib import Path
 
 import pytest
-from connmgr.java.jmh import interleaved
-from connmgr.java.jmhresults import (
+
+from connmgr_evidence.java.jmh import interleaved
+from connmgr_evidence.java.jmhresults import (
     Case,
     Estimate,
     estimate,

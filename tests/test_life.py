@@ -4,6 +4,7 @@ handshakes, by role, over a horizon, scaled to a client-hour."""
 from __future__ import annotations
 
 import pytest
+
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Role
 from connmgr.ledger import ConnectionLedger

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from connmgr.aio import ProposedProducer
 from connmgr.aio.options import (
     CLIENT_OPTIONS,

@@ -1,18 +1,18 @@
-"""The whole-package comparison of :mod:`connmgr.java.packagecounts`, on made-up counts
+"""The whole-package comparison of :mod:`connmgr_evidence.bench.packagecounts`, on made-up counts
 (the runs themselves take an hour: a benchmark command, not CI)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from connmgr.java.packagecounts import (
+from connmgr_evidence.bench.packagecounts import (
     VariantCounts,
     compare,
     exit_status,
     from_reports,
     render,
 )
-from connmgr.java.patch import TestCounts, Variant, passed_again, rerun_patterns
+from connmgr_evidence.java.patch import TestCounts, Variant, passed_again, rerun_patterns
 
 META = {"commit": "abc1234", "date": "2026-11-29 02:00 UTC", "pattern": "p"}
 

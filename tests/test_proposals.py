@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from connmgr.bench import rfc
-from connmgr.java import sources
+
+from connmgr_evidence.bench import rfc
+from connmgr_evidence.java import sources
 
 PROPOSALS = rfc.RFC.parent
 ROOT = PROPOSALS.parent

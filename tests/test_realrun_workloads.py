@@ -1,14 +1,15 @@
-"""Which workload a real run gives each client and scenario (connmgr.realrun.run.workload_of):
+"""Which workload a real run gives each client and scenario (connmgr_evidence.realrun.run.workload_of):
 one table, every workload taking the same WorkloadInputs."""
 
 from __future__ import annotations
 
 import pytest
-from connmgr.realrun.librdkafka import run_librdkafka
-from connmgr.realrun.run import workload_of
-from connmgr.realrun.transactional import run_txn_producer
-from connmgr.realrun.workloads import run_consumer, run_producer
+
 from connmgr.sim.run import prepare
+from connmgr_evidence.realrun.librdkafka import run_librdkafka
+from connmgr_evidence.realrun.run import workload_of
+from connmgr_evidence.realrun.transactional import run_txn_producer
+from connmgr_evidence.realrun.workloads import run_consumer, run_producer
 
 
 @pytest.mark.parametrize(

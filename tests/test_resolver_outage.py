@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from connmgr.core import AddressesResolved, LookupOutcome
 from connmgr.ledger import ConnEvent
 from connmgr.policies import POLICIES

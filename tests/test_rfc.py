@@ -1,5 +1,5 @@
 """The RFC's figures are the report's: every generated table and number in proposal/rfc.md
-and in its appendices (docs/rfc-appendix-*.md) equals what `python -m connmgr.bench.rfc`
+and in its appendices (docs/rfc-appendix-*.md) equals what `python -m connmgr_evidence.bench.rfc`
 makes from the report the RFC cites, and that report is the newest in reports/ (see
 proposal/README.md)."""
 
@@ -10,8 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from connmgr.bench import rfc
-from connmgr.bench.results.schema import ResultsError
+
+from connmgr_evidence.bench import rfc
+from connmgr_evidence.bench.results.schema import ResultsError
 
 TEXT = rfc.RFC.read_text()
 APPENDICES = rfc.appendices()
@@ -34,7 +35,7 @@ def test_the_rfc_cites_the_newest_report(cited: Path) -> None:
     assert (cited / "index.md").exists(), f"{cited}: the cited report is not in the checkout"
     assert rfc.latest_report() == cited, (
         f"the RFC cites {cited.name} but {rfc.latest_report().name} is newer: "
-        "run `python -m connmgr.bench.rfc` (or `connmgr bench`) to refresh it"
+        "run `python -m connmgr_evidence.bench.rfc` (or `connmgr bench`) to refresh it"
     )
 
 

@@ -8,6 +8,7 @@ import itertools
 import random
 
 import pytest
+
 from connmgr.core import (
     AnyNodeRequestNeeded,
     Api,

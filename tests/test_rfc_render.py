@@ -1,5 +1,5 @@
-"""The RFC's renderer (:mod:`connmgr.bench.rfc`, :mod:`~connmgr.bench.rfc.values`,
-:mod:`~connmgr.bench.rfc.report`) on a hand-built report whose numbers are known: every
+"""The RFC's renderer (:mod:`connmgr_evidence.bench.rfc`, :mod:`~connmgr_evidence.bench.rfc.values`,
+:mod:`~connmgr_evidence.bench.rfc.report`) on a hand-built report whose numbers are known: every
 rendered number and figure row is the one the report's table holds, formatted as the
 report's Markdown tables format it, and nothing the figure leaves out shows.
 
@@ -16,8 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench import rfc
-from connmgr.bench.rfc.values import REAL_POINTS
+
+from connmgr_evidence.bench import rfc
+from connmgr_evidence.bench.rfc.values import REAL_POINTS
 
 RUN = "20260101T000000Z-abc1234"
 P, C = REAL_POINTS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+
 from connmgr.core.identity import Role
 from connmgr.costs import STATED_COSTS, stated_excess
 from connmgr.errors import ConfigError

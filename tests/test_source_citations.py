@@ -1,5 +1,5 @@
 """Every ``File.java:line`` citation of ``proposal/`` and ``docs/`` against the sources of the
-release it names (:mod:`connmgr.java.sources`).
+release it names (:mod:`connmgr_evidence.java.sources`).
 
 The rules of reading a citation (its file, its release, the names its sentence gives) are
 checked here on small documents and a fake jar, without Maven. The ``java`` tests fetch the
@@ -16,7 +16,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from connmgr.java import sources
+
+from connmgr_evidence.java import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted((ROOT / "proposal").glob("*.md")) + sorted((ROOT / "docs").glob("*.md"))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
 from connmgr.errors import ConfigError
-from connmgr.java import TransactionPlan
-from connmgr.realrun.transactional import early_leader_dials
-from connmgr.realrun.workloads import transactions_of
+from connmgr_evidence.java import TransactionPlan
+from connmgr_evidence.realrun.transactional import early_leader_dials
+from connmgr_evidence.realrun.workloads import transactions_of
 
 P = "[2026-11-24 13:09:03,{ms:03d}] DEBUG [Producer clientId=p, transactionalId=t] "
 

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
+
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.core.events import Api
 from connmgr.core.identity import Role

@@ -1,4 +1,4 @@
-"""Kafka requests and responses read off a relayed connection's bytes (connmgr.realkafka.wire),
+"""Kafka requests and responses read off a relayed connection's bytes (connmgr_evidence.realkafka.wire),
 sans-IO: frames fed in pieces, ApiVersions v5's identity fields, the split of a client's
 connections at its first Metadata answer, and bytes that are not Kafka."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from connmgr.realkafka.wire import ConnectionTrace, parse_request, split_at_first_metadata
+from connmgr_evidence.realkafka.wire import ConnectionTrace, parse_request, split_at_first_metadata
 
 
 def _compact(text: str | None) -> bytes:

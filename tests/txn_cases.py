@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from connmgr.core.events import Api
 
 if TYPE_CHECKING:
-    from connmgr.realrun import RealRun
     from connmgr.sim.result import RunResult
+    from connmgr_evidence.realrun import RealRun
 
 TXN_CASES: dict[str, dict[str, str]] = {
     "txn-producer": {},

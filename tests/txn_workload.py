@@ -32,6 +32,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import CoordinationType
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import kernel_connections
 from connmgr.aio.observe import ObservedAIOKafkaConsumer, ObservedAIOKafkaProducer

@@ -60,7 +60,7 @@ class Cluster:
 
     def __init__(self, brokers: int, log: Path) -> None:
         exe = shutil.which("connmgr")
-        command = [exe] if exe else [sys.executable, "-m", "connmgr.realkafka.cli"]
+        command = [exe] if exe else [sys.executable, "-m", "connmgr_evidence.realkafka.cli"]
         if exe:
             command.append("cluster")
         command += ["--brokers", str(brokers)]
@@ -127,7 +127,7 @@ def pin_connmgr(rev: str, out: Path) -> Path:
     if not (dest / "prototype" / "connmgr" / "__init__.py").is_file():
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(
-            # the broker's pom too: connmgr.realkafka finds it beside prototype/
+            # the broker's pom too: connmgr_evidence.realkafka finds it beside prototype/
             [
                 "git",
                 "-C",

@@ -15,10 +15,11 @@ import itertools
 from typing import Any
 
 import pytest
+from test_decision_cost import SCENARIO, SETTINGS, WARM_MS, warm_policy
+
 from connmgr.core.actions import Lease
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.policies import POLICIES
-from test_decision_cost import SCENARIO, SETTINGS, WARM_MS, warm_policy
 
 PAIRS = 500
 """Request/response pairs timed per round."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from connmgr.policies import POLICIES
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import prepare, run_spec

@@ -1,13 +1,13 @@
 """What a new connection costs, per security protocol, as a line in the round-trip time:
 ``time ≈ fixed_ms + round_trips * rtt_ms``, plus the broker CPU it burns. Pure: fitted from
-measured medians (:mod:`connmgr.realkafka.handshakes` measures them), priced for any RTT, and
+measured medians (:mod:`connmgr_evidence.realkafka.handshakes` measures them), priced for any RTT, and
 JSON round-trippable, so a simulator can take it without a cluster.
 
 What one "connection" is here: the measured span runs from the client's TCP connect to a
 connection usable for a request (aiokafka's ``create_conn``: TCP, then TLS for SSL and
 SASL_SSL, then ApiVersions, then for SASL_SSL the SaslHandshake and SCRAM's two
 SaslAuthenticate exchanges). The injected delay never covers the TCP handshake itself (see
-:mod:`connmgr.realkafka.delay`), so ``round_trips`` counts the exchanges *after* it: a
+:mod:`connmgr_evidence.realkafka.delay`), so ``round_trips`` counts the exchanges *after* it: a
 real network adds one more round trip per connection for SYN/SYN-ACK, for every protocol.
 """
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from connmgr import __version__, javalog
-from connmgr.bench.runtime.spark import SparkJobFailed
 from connmgr.core.config import CONFIG_OPTIONS, DROP_IN_POLICY_OPTIONS
 from connmgr.docblocks import options_help
 from connmgr.errors import ConfigError, ConnMgrError
@@ -26,6 +25,7 @@ from connmgr.policies.recorded import RECORDED_OPTIONS
 from connmgr.sim.result import RunResult, java_log_events
 from connmgr.sim.run import POLICY_OPTIONS, simulate
 from connmgr.sim.scenarios import SCENARIOS
+from connmgr_evidence.bench.runtime.spark import SparkJobFailed
 
 
 def parse_settings(pairs: Sequence[str]) -> dict[str, str]:
@@ -44,7 +44,7 @@ _RUN_POLICY_OPTIONS = frozenset(s.name for s in DROP_IN_POLICY_OPTIONS) | {
     "connections_max_idle_ms"
 }
 """The policy options ``connmgr run`` takes: the drop-in clients' keywords, and aiokafka's own
-idle timeout (see :func:`connmgr.realrun.run_real`)."""
+idle timeout (see :func:`connmgr_evidence.realrun.run_real`)."""
 
 
 def _paragraph(text: str) -> str:
@@ -208,10 +208,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from connmgr.bench.grid import load_grid
+    from connmgr_evidence.bench.grid import load_grid
 
     if args.report_only is not None:
-        from connmgr.bench.job import regenerate_report
+        from connmgr_evidence.bench.job import regenerate_report
 
         comparison, problems = regenerate_report(args.report_only, master=args.master)
         print(f"report: {comparison.index}")
@@ -220,7 +220,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.grid, quick=args.quick)
     if args.list:
-        from connmgr.bench.stages import stage_names
+        from connmgr_evidence.bench.stages import stage_names
 
         print("stages: " + stage_names().replace("`", ""))
         print(grid.describe())
@@ -231,7 +231,7 @@ def _bench(args: argparse.Namespace) -> int:
         for skipped in grid.skipped:
             print(f"skip {skipped}")
         return 0
-    from connmgr.bench.job import run_bench
+    from connmgr_evidence.bench.job import run_bench
 
     outcome = run_bench(grid, args.out, master=args.master, show=not args.no_progress)
     print(f"report: {outcome.report}")
@@ -242,7 +242,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _refresh_rfc(run_dir: Path, *, skip: bool) -> None:
     """Rewrite the RFC's generated figures from ``run_dir`` if it is a run in this
     checkout's ``reports/`` (a run elsewhere, e.g. a test's, leaves the RFC alone)."""
-    from connmgr.bench import rfc
+    from connmgr_evidence.bench import rfc
 
     if skip or not rfc.RFC.exists() or run_dir.resolve().parent != rfc.REPORTS.resolve():
         return
@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["cluster"]:
         # Its own parser (it starts JVMs): `connmgr cluster --help` explains.
-        from connmgr.realkafka.cli import cluster_command
+        from connmgr_evidence.realkafka.cli import cluster_command
 
         return cluster_command(argv[1:])
     args = _parser().parse_args(argv)
@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from connmgr.realrun import run_real  # imports aiokafka: only when needed
+    from connmgr_evidence.realrun import run_real  # imports aiokafka: only when needed
 
     real = asyncio.run(
         run_real(

@@ -6,10 +6,10 @@ One list, :data:`STATED_COSTS`, and every place that states a cost reads it:
 - the scenario tests (``tests/test_scenarios.py``) hold each excess exactly: they fail if the
   proposal does worse than a baseline on a (scenario, baseline, metric) the list does not
   name, or if a listed excess changes either way;
-- ``connmgr bench`` (:mod:`connmgr.bench.report.stated`) shows a regression that is a stated cost
+- ``connmgr bench`` (:mod:`connmgr_evidence.bench.report.stated`) shows a regression that is a stated cost
   within its excess under "Stated costs", with its reason, and exits 0 on it; one unit beyond
   the stated excess, or any difference the list does not name, is a regression (exit 1);
-- the RFC's Costs section (its ``stated-costs`` figure, :mod:`connmgr.bench.rfc`) and the
+- the RFC's Costs section (its ``stated-costs`` figure, :mod:`connmgr_evidence.bench.rfc`) and the
   README's sentence on where the proposal opens more (:func:`opens_more_sentence`, which
   ``tests/test_costs.py`` checks the README against).
 
@@ -54,7 +54,7 @@ class StatedCost:
     @property
     def point(self) -> str:
         """The benchmark grid's point for the named scenario at its defaults (the form of
-        ``connmgr.bench.results.rows.point_text(scenario, {})``)."""
+        ``connmgr_evidence.bench.results.rows.point_text(scenario, {})``)."""
         return f"{self.scenario}[]"
 
     def covers(

@@ -2,7 +2,7 @@
 
 The one scan of the table in this package, used for this process by
 :mod:`connmgr.aio.kernel` (a ledger checked against the kernel) and for a JVM's pid by
-:mod:`connmgr.java` (the Java client's sockets while it sits in its steady state).
+:mod:`connmgr_evidence.java` (the Java client's sockets while it sits in its steady state).
 
 What counts as a live client socket: a TCP socket of the process whose *remote* address is
 one of the endpoints asked about, in state ``SYN_SENT`` (dial in progress), ``ESTABLISHED``

@@ -124,7 +124,7 @@ class Life:
 
     def scaled(self, time_scale: float) -> Life:
         """The life this one stands for when each of its seconds represents ``time_scale``
-        seconds (a scaled-life real run, :mod:`connmgr.realrun.life`): horizon and
+        seconds (a scaled-life real run, :mod:`connmgr_evidence.realrun.life`): horizon and
         socket-seconds stretched by ``time_scale``, handshakes as they are (a handshake is
         one, however long the second it happened in). So :meth:`per_hour` of the result is
         per *represented* client-hour: socket-seconds per hour unchanged, handshakes per hour

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.results import schema
+
+from connmgr_evidence.bench.results import schema
 
 RowFactory = Callable[..., dict[str, Any]]
 ResultsWriter = Callable[..., Path]
@@ -31,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from connmgr.bench.runtime.spark import spark_session
+    from connmgr_evidence.bench.runtime.spark import spark_session
 
     session = spark_session("local[2]", app="connmgr-bench-tests")
     yield session

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from connmgr.bench.adoption.cli import parser
-from connmgr.bench.adoption.report import render, shortfalls
-from connmgr.realkafka.adoption import (
+
+from connmgr_evidence.bench.adoption.cli import parser
+from connmgr_evidence.bench.adoption.report import render, shortfalls
+from connmgr_evidence.realkafka.adoption import (
     LOWER_BOUND,
     Start,
     first_ratio,

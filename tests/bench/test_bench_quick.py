@@ -23,12 +23,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, Grid, load_grid
-from connmgr.bench.job import BenchOutcome, run_bench
-from connmgr.bench.report.plots import colour
-from connmgr.bench.report.table import MISSING
-from connmgr.bench.results.schema import read_parquet
+
 from connmgr.testing.evidence import MAX_STEPS
+from connmgr_evidence.bench.grid import DEFAULT_GRID, Grid, load_grid
+from connmgr_evidence.bench.job import BenchOutcome, run_bench
+from connmgr_evidence.bench.report.plots import colour
+from connmgr_evidence.bench.report.table import MISSING
+from connmgr_evidence.bench.results.schema import read_parquet
 from plotcheck import (
     check_png,
     crowded_bars,
@@ -273,7 +274,7 @@ def test_regressions_in_the_outcome_are_the_ones_in_the_report(quick: BenchOutco
 
 
 def test_report_only_rebuilds_the_same_tables_from_raw(quick: BenchOutcome) -> None:
-    from connmgr.bench.job import regenerate_report
+    from connmgr_evidence.bench.job import regenerate_report
 
     before = {p.name: p.read_text() for p in (quick.run_dir / "tables").glob("*.md")}
     scaling = "Sweep: how the run time scales with the grid"
@@ -324,7 +325,7 @@ def test_the_quick_report_regenerates_every_rfc_figure(
     quick: BenchOutcome, quick_grid: Grid
 ) -> None:
     # What the README's main command gives is enough to refresh the whole RFC.
-    from connmgr.bench import rfc
+    from connmgr_evidence.bench import rfc
 
     filled = rfc.render(rfc.RFC.read_text(), quick.run_dir)
     assert rfc.cited_report(filled) == quick.run_id
@@ -446,9 +447,9 @@ def test_the_quick_run_exits_0_and_a_regression_injected_into_its_results_exits_
     # compared again as `--report-only` does).
     import shutil
 
-    from connmgr.bench.job import regenerate_report
-    from connmgr.bench.results.schema import write_parquet
     from connmgr.cli import _bench_status
+    from connmgr_evidence.bench.job import regenerate_report
+    from connmgr_evidence.bench.results.schema import write_parquet
 
     assert _bench_status(quick.regressions, quick.problems) == 0
     assert ("rebalance[]", "java-today", "opened") in {

@@ -19,18 +19,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.report.compare import (
+
+from connmgr.docblocks import block
+from connmgr_evidence.bench.report.compare import (
     Comparison,
     load_micro,
     load_results,
     pair_summary,
     run_comparison,
 )
-from connmgr.bench.report.summaries import regressions_of
-from connmgr.bench.report.table import MISSING
-from connmgr.bench.results import schema
-from connmgr.bench.results.schema import ResultsError, columns_markdown
-from connmgr.docblocks import block
+from connmgr_evidence.bench.report.summaries import regressions_of
+from connmgr_evidence.bench.report.table import MISSING
+from connmgr_evidence.bench.results import schema
+from connmgr_evidence.bench.results.schema import ResultsError, columns_markdown
 
 DOCS = Path(__file__).parents[2] / "docs" / "results-schema.md"
 METRICS = ("opened", "peak", "steady", "handshakes", "ttfa_ms", "ttfc_ms", "throughput_rps")
@@ -933,7 +934,7 @@ def test_docs_describe_every_column() -> None:
     for column in schema.COLUMNS:
         assert f"`{column.name}`" in text, column.name
     assert block(text, "columns") == columns_markdown(), (
-        "run: python -m connmgr.bench.docs docs/results-schema.md"
+        "run: python -m connmgr_evidence.bench.docs docs/results-schema.md"
     )
 
 

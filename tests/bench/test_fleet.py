@@ -16,26 +16,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.fleetplan import (
+
+from connmgr.errors import ConfigError
+from connmgr.ledger import ConnectionLedger, ConnEvent
+from connmgr.sim.run import build_simulator
+from connmgr_evidence.bench.fleetplan import (
     RESTART_INTERVAL_MS,
     FleetSettings,
     restart_schedule,
     restart_window,
 )
-from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.report.plots import colour
-from connmgr.bench.results.rows import new_meta
-from connmgr.bench.results.schema import ResultsError
-from connmgr.bench.stages import fleet as fl
-from connmgr.bench.stages.fleet import draw_client
-from connmgr.bench.stages.fleetreport import (
+from connmgr_evidence.bench.grid import DEFAULT_GRID, GridError, load_grid
+from connmgr_evidence.bench.report.plots import colour
+from connmgr_evidence.bench.results.rows import new_meta
+from connmgr_evidence.bench.results.schema import ResultsError
+from connmgr_evidence.bench.stages import fleet as fl
+from connmgr_evidence.bench.stages.fleet import draw_client
+from connmgr_evidence.bench.stages.fleetreport import (
     fleet_buckets,
     fleet_over_time,
     fleet_tables,
     read_fleet,
     write_fleet,
 )
-from connmgr.bench.stages.fleetview import (
+from connmgr_evidence.bench.stages.fleetview import (
     FleetView,
     broker_series,
     fleet_local,
@@ -43,9 +47,6 @@ from connmgr.bench.stages.fleetview import (
     open_at,
     run_fleet,
 )
-from connmgr.errors import ConfigError
-from connmgr.ledger import ConnectionLedger, ConnEvent
-from connmgr.sim.run import build_simulator
 from plotcheck import check_png, figures_drawn, labelled, visible_axes
 
 SMALL = FleetSettings(clients=50, brokers=20, restarts=5, down_ms=30_000, bucket_ms=10_000, seed=3)

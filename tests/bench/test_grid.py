@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
-from connmgr.bench.results.rows import new_meta
-from connmgr.bench.results.schema import NAMES, check_row
-from connmgr.bench.stages import stages
-from connmgr.bench.stages.simulate import sim_rows
+
 from connmgr.cli import main
+from connmgr_evidence.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
+from connmgr_evidence.bench.results.rows import new_meta
+from connmgr_evidence.bench.results.schema import NAMES, check_row
+from connmgr_evidence.bench.stages import stages
+from connmgr_evidence.bench.stages.simulate import sim_rows
 
 SMALL = """
 [sim]
@@ -150,7 +151,7 @@ def test_the_shipped_grid_runs_the_java_pair_in_full_and_quick() -> None:
 
 
 def test_the_java_pair_runs_one_after_the_other_each_taking_turns_first() -> None:
-    from connmgr.bench.grid import real_jobs
+    from connmgr_evidence.bench.grid import real_jobs
 
     grid = load_grid()
     jobs = real_jobs(grid)

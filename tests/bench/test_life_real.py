@@ -1,4 +1,4 @@
-"""The life stage's report side (``connmgr.bench.stages.life``): medians, the ``real-life`` table,
+"""The life stage's report side (``connmgr_evidence.bench.stages.life``): medians, the ``real-life`` table,
 the headline's real-life ratios and the life-costs rows, from a ``raw/life.json``; and the
 grid's ``[life]`` section checked."""
 
@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid
-from connmgr.bench.report.page import headline_markdown
-from connmgr.bench.report.tables import decision_table, headline_table, simulator_table
-from connmgr.bench.results.rows import new_meta
-from connmgr.bench.stages.life import (
+
+from connmgr_evidence.bench.grid import DEFAULT_GRID, GridError, load_grid
+from connmgr_evidence.bench.report.page import headline_markdown
+from connmgr_evidence.bench.report.tables import decision_table, headline_table, simulator_table
+from connmgr_evidence.bench.results.rows import new_meta
+from connmgr_evidence.bench.stages.life import (
     life_costs,
     life_headlines,
     plan,

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.grid import DEFAULT_GRID, GridError, load_grid, parse_entry
-from connmgr.bench.report.plots import colour
-from connmgr.bench.results.rows import new_meta
-from connmgr.bench.results.schema import ResultsError
-from connmgr.bench.stages.linger import (
+
+from connmgr.errors import ConfigError
+from connmgr_evidence.bench.grid import DEFAULT_GRID, GridError, load_grid, parse_entry
+from connmgr_evidence.bench.report.plots import colour
+from connmgr_evidence.bench.results.rows import new_meta
+from connmgr_evidence.bench.results.schema import ResultsError
+from connmgr_evidence.bench.stages.linger import (
     LingerPoint,
     linger_points,
     linger_table,
@@ -21,7 +23,6 @@ from connmgr.bench.stages.linger import (
     run_one,
     write_linger,
 )
-from connmgr.errors import ConfigError
 from plotcheck import (
     check_png,
     figures_drawn,

@@ -10,24 +10,30 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from connmgr.bench.longrun.drive import ClientOutcome, LongRunResult, PhaseEvent
-from connmgr.bench.longrun.figures import counter_increase, figures, windows_of
-from connmgr.bench.longrun.lives import ConnLife, connection_lives, open_at
-from connmgr.bench.longrun.plan import CLIENT_NAMES, VARIANTS, LongRunSettings, client_specs
-from connmgr.bench.longrun.records import check_records
-from connmgr.bench.longrun.report import write_report
-from connmgr.bench.longrun.sampling import SocketRow
-from connmgr.bench.longrun.summary import (
+
+from connmgr.core.identity import Role
+from connmgr.errors import ConfigError
+from connmgr_evidence.bench.longrun.drive import ClientOutcome, LongRunResult, PhaseEvent
+from connmgr_evidence.bench.longrun.figures import counter_increase, figures, windows_of
+from connmgr_evidence.bench.longrun.lives import ConnLife, connection_lives, open_at
+from connmgr_evidence.bench.longrun.plan import (
+    CLIENT_NAMES,
+    VARIANTS,
+    LongRunSettings,
+    client_specs,
+)
+from connmgr_evidence.bench.longrun.records import check_records
+from connmgr_evidence.bench.longrun.report import write_report
+from connmgr_evidence.bench.longrun.sampling import SocketRow
+from connmgr_evidence.bench.longrun.summary import (
     Window,
     client_figures,
     kernel_socket_seconds,
     kernel_vs_jmx,
     totals_by_time,
 )
-from connmgr.core.identity import Role
-from connmgr.errors import ConfigError
-from connmgr.java.errors import JavaProbeError
-from connmgr.java.jmx import BrokerReading, parse_reading
+from connmgr_evidence.java.errors import JavaProbeError
+from connmgr_evidence.java.jmx import BrokerReading, parse_reading
 
 ORIGIN = datetime(2026, 11, 27, 5, 50, 0)
 WHO = "[Consumer clientId=c, groupId=g]"

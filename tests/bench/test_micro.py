@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.report.compare import load_micro
+
 from connmgr.policies import POLICIES
+from connmgr_evidence.bench.report.compare import load_micro
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "micro"

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.report import plots
-from connmgr.bench.report.summaries import BrokerSockets, ClientTimings, RoleSockets
-from connmgr.bench.results.schema import LIFE_COLUMNS, ROLES
+
+from connmgr_evidence.bench.report import plots
+from connmgr_evidence.bench.report.summaries import BrokerSockets, ClientTimings, RoleSockets
+from connmgr_evidence.bench.results.schema import LIFE_COLUMNS, ROLES
 from plotcheck import (
     check_png,
     colour_in_axes,

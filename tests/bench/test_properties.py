@@ -8,17 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.results.rows import new_meta
-from connmgr.bench.results.schema import ResultsError
-from connmgr.bench.stages.properties import (
+
+from connmgr.testing.evidence import MAX_STEPS, MUTANTS, MutantCase, find_counterexample
+from connmgr.testing.mutants import NeverClose
+from connmgr_evidence.bench.results.rows import new_meta
+from connmgr_evidence.bench.results.schema import ResultsError
+from connmgr_evidence.bench.stages.properties import (
     check_properties,
     property_results,
     property_tables,
     read_properties,
     write_properties,
 )
-from connmgr.testing.evidence import MAX_STEPS, MUTANTS, MutantCase, find_counterexample
-from connmgr.testing.mutants import NeverClose
 
 SMALL = {
     "baselines": ["java-today", "aiokafka-today"],

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import pytest
-from connmgr.bench.report.summaries import PairSummary
-from connmgr.bench.results.record import Count, Flags, Keyed, MaybeReal, Record, Text
-from connmgr.bench.results.schema import (
+
+from connmgr_evidence.bench.report.summaries import PairSummary
+from connmgr_evidence.bench.results.record import Count, Flags, Keyed, MaybeReal, Record, Text
+from connmgr_evidence.bench.results.schema import (
     BOOL,
     COLUMNS,
     DOUBLE,

@@ -1,4 +1,4 @@
-"""``connmgr.bench.reproduce``: two reports' shared socket counts, compared exactly."""
+"""``connmgr_evidence.bench.reproduce``: two reports' shared socket counts, compared exactly."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from connmgr.bench.reproduce import COUNTS, compare, main
+
+from connmgr_evidence.bench.reproduce import COUNTS, compare, main
 
 
 def report(tmp: Path, name: str, rows: list[dict[str, object]]) -> Path:

@@ -5,8 +5,9 @@ the table, and bad arguments refused."""
 from __future__ import annotations
 
 import pytest
-from connmgr.bench.serverless.cli import parser
-from connmgr.bench.serverless.figures import (
+
+from connmgr_evidence.bench.serverless.cli import parser
+from connmgr_evidence.bench.serverless.figures import (
     attributed,
     figures,
     peak_concurrent,
@@ -15,8 +16,8 @@ from connmgr.bench.serverless.figures import (
     percentile,
     problems,
 )
-from connmgr.bench.serverless.report import as_json, render
-from connmgr.realkafka.serverless import ServerlessRun, ServerlessStart, VariantRun
+from connmgr_evidence.bench.serverless.report import as_json, render
+from connmgr_evidence.realkafka.serverless import ServerlessRun, ServerlessStart, VariantRun
 
 
 def test_per_second_bins_are_half_open_from_the_start_and_cover_the_span() -> None:

@@ -9,12 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from connmgr.bench.runtime.spark import JavaRuntime, SparkUnavailable, find_java, launcher_home
+
+from connmgr_evidence.bench.runtime.spark import (
+    JavaRuntime,
+    SparkUnavailable,
+    find_java,
+    launcher_home,
+)
 
 NOISE = ("WARNING: Using incubator modules", "Setting default log level", "WARN ")
 
 SCRIPT = """
-from connmgr.bench.runtime.spark import find_java, spark_session
+from connmgr_evidence.bench.runtime.spark import find_java, spark_session
 print("source", find_java().source)
 session = spark_session("local[1]")
 print("count", session.range(10).count())
@@ -110,7 +116,7 @@ def test_a_running_local_session_serves_any_local_master_and_refuses_a_cluster(
 ) -> None:
     """The comparison job asks for ``local[*]`` while the tests' session runs ``local[2]``:
     local sessions differ only in threads and are shared; a cluster master is refused."""
-    from connmgr.bench.runtime.spark import spark_session
+    from connmgr_evidence.bench.runtime.spark import spark_session
 
     assert spark_session("local[*]") is spark
     with pytest.raises(SparkUnavailable, match="already runs a Spark session on local"):

@@ -31,9 +31,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.runtime.spark import find_java, launcher_home
-from connmgr.bench.stages import sweep
+
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.runtime.spark import find_java, launcher_home
+from connmgr_evidence.bench.stages import sweep
 
 pytestmark = pytest.mark.spark  # a standalone master and workers, beside the local session
 
@@ -160,9 +161,9 @@ def _driver(
 SWEEP = """
 import os, sys
 from pathlib import Path
-from connmgr.bench.stages import sweep
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.runtime.spark import SparkJobFailed, spark_session
+from connmgr_evidence.bench.stages import sweep
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.runtime.spark import SparkJobFailed, spark_session
 meta = RunMeta("cluster-test", "0123abcd", "{}", "{}", "2026-11-24T00:00:00+00:00")
 spark = spark_session(os.environ["MASTER"], app="connmgr-cluster-test")
 try:

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from connmgr.bench import docs, stages
-from connmgr.bench.stages import Phase, shown, stage_names, stages_markdown
+
 from connmgr.docblocks import block
+from connmgr_evidence.bench import docs, stages
+from connmgr_evidence.bench.stages import Phase, shown, stage_names, stages_markdown
 
 ROOT = Path(__file__).parents[2]
 
@@ -52,7 +53,7 @@ def test_the_docs_blocks_are_generated_from_the_code(name: str) -> None:
     assert made, f"{name} has no generated block"
     for block_name, content in made.items():
         assert block(text, block_name) == content, (
-            f"{name}: block {block_name} is out of date; run: python -m connmgr.bench.docs {name}"
+            f"{name}: block {block_name} is out of date; run: python -m connmgr_evidence.bench.docs {name}"
         )
 
 
@@ -67,7 +68,7 @@ def test_the_docs_name_every_stage() -> None:
 TRIAL = """
 from pathlib import Path
 
-from connmgr.bench.stages import Phase, RowsOnly, StageContext
+from connmgr_evidence.bench.stages import Phase, RowsOnly, StageContext
 
 
 class Trial(RowsOnly):
@@ -92,7 +93,7 @@ def test_a_stage_is_one_module_of_the_package(
     else names it."""
     (tmp_path / "trialstage.py").write_text(TRIAL)
     monkeypatch.setattr(stages, "__path__", [*stages.__path__, str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "connmgr.bench.stages.trialstage", raising=False)
+    monkeypatch.delitem(sys.modules, "connmgr_evidence.bench.stages.trialstage", raising=False)
     try:
         found = stages.stages()
         assert [s.name for s in found] == [
@@ -103,7 +104,7 @@ def test_a_stage_is_one_module_of_the_package(
         assert "| trial | cpu | a trial | nothing |" in stages_markdown(found)
         assert "`properties` → `trial` → `sweep`" in stage_names(found)
     finally:
-        sys.modules.pop("connmgr.bench.stages.trialstage", None)
+        sys.modules.pop("connmgr_evidence.bench.stages.trialstage", None)
 
 
 def test_two_stages_with_one_name_are_refused(
@@ -117,4 +118,4 @@ def test_two_stages_with_one_name_are_refused(
         with pytest.raises(stages.BenchError, match="two stages share a name"):
             stages.stages()
     finally:
-        sys.modules.pop("connmgr.bench.stages.twinstage", None)
+        sys.modules.pop("connmgr_evidence.bench.stages.twinstage", None)

@@ -18,8 +18,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from connmgr.bench.results.schema import write_parquet
+
 from connmgr.cli import main
+from connmgr_evidence.bench.results.schema import write_parquet
 
 from .conftest import build_row
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from connmgr.bench.report import compare
-from connmgr.bench.report.metrics import RULED_METRICS
-from connmgr.bench.report.summaries import PairSummary, RoleSockets, regressions_of
-from connmgr.bench.report.tables import (
+from connmgr_evidence.bench.report import compare
+from connmgr_evidence.bench.report.metrics import RULED_METRICS
+from connmgr_evidence.bench.report.summaries import PairSummary, RoleSockets, regressions_of
+from connmgr_evidence.bench.report.tables import (
     COMPARISON_COLUMNS,
     life_costs_table,
     life_table,
     roles_table,
 )
-from connmgr.bench.results.schema import LIFE_COLUMNS
+from connmgr_evidence.bench.results.schema import LIFE_COLUMNS
 
 
 def comparison_record(**worse: bool) -> dict[str, Any]:
@@ -108,8 +108,8 @@ def test_life_costs_list_each_life_metric_the_proposal_spends_more_on() -> None:
 
 
 def test_the_comparison_s_names_are_those_of_its_stages() -> None:
-    assert compare.load_results.__module__ == "connmgr.bench.report.load"
-    assert compare.pair_summary.__module__ == "connmgr.bench.report.aggregation"
+    assert compare.load_results.__module__ == "connmgr_evidence.bench.report.load"
+    assert compare.pair_summary.__module__ == "connmgr_evidence.bench.report.aggregation"
     for name in compare.__all__:
         assert getattr(compare, name) is not None, name
 
@@ -117,9 +117,9 @@ def test_the_comparison_s_names_are_those_of_its_stages() -> None:
 def test_the_headline_leads_with_todays_clients_and_the_client_hour() -> None:
     """java-described is history: its sentence comes after today's baselines whatever the
     alphabet says; each sentence starts with the per-client-hour ratios where measured."""
-    from connmgr.bench.report.page import headline_markdown
-    from connmgr.bench.report.table import make_table
-    from connmgr.bench.report.tables import decision_table, headline_table, simulator_table
+    from connmgr_evidence.bench.report.page import headline_markdown
+    from connmgr_evidence.bench.report.table import make_table
+    from connmgr_evidence.bench.report.tables import decision_table, headline_table, simulator_table
 
     columns = headline_table([]).columns
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.report.compare import result_files
-from connmgr.bench.results import schema
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.stages import sweep
+
 from connmgr.sim.run import prepare
+from connmgr_evidence.bench.report.compare import result_files
+from connmgr_evidence.bench.results import schema
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.stages import sweep
 
 POINTS = 200
 SEED = 23

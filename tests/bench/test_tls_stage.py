@@ -1,4 +1,4 @@
-"""The TLS stage's tables (``connmgr.bench.stages.tls``), from measurements given by hand: which
+"""The TLS stage's tables (``connmgr_evidence.bench.stages.tls``), from measurements given by hand: which
 client gets a first-ack ratio, and how the simulated handshakes are priced. The stage itself
 (a real secured cluster) runs in tests/bench/test_bench_quick.py and tests/real_kafka/test_tls.py.
 """
@@ -9,8 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.bench.stages.tls import PRICE_RTT_MS, PRICED, first_ack_rows, price_rows, read_tls
-from connmgr.handshake_cost import HandshakeCost
+
+from connmgr_evidence.bench.stages.tls import (
+    PRICE_RTT_MS,
+    PRICED,
+    first_ack_rows,
+    price_rows,
+    read_tls,
+)
+from connmgr_evidence.handshake_cost import HandshakeCost
 
 
 def ack(client: str, rtt: float, ms: float | None, sockets: int = 3) -> dict[str, Any]:

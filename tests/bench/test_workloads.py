@@ -14,19 +14,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from connmgr.bench.stages.fleet import ClientSockets
-from connmgr.bench.workloads import rfcblock
-from connmgr.bench.workloads.__main__ import main
-from connmgr.bench.workloads.classes import CLASSES, range_of, workload_class
-from connmgr.bench.workloads.compose import (
+
+from connmgr.core.metadata import TopicPartition
+from connmgr.sim.run import build_simulator
+from connmgr.sim.scenarios import get_scenario
+from connmgr_evidence.bench.stages.fleet import ClientSockets
+from connmgr_evidence.bench.workloads import rfcblock
+from connmgr_evidence.bench.workloads.__main__ import main
+from connmgr_evidence.bench.workloads.classes import CLASSES, range_of, workload_class
+from connmgr_evidence.bench.workloads.compose import (
     MODEL_NAMED,
     BrokerLoad,
     measure,
     replica_starts,
     simulate,
 )
-from connmgr.bench.workloads.limits import LIMITS, MSK, Scope
-from connmgr.bench.workloads.report import (
+from connmgr_evidence.bench.workloads.limits import LIMITS, MSK, Scope
+from connmgr_evidence.bench.workloads.report import (
     JSON_FILE,
     KIP_ALONE,
     headroom,
@@ -36,10 +40,7 @@ from connmgr.bench.workloads.report import (
     read_cells,
     render_index,
 )
-from connmgr.bench.workloads.run import Cell, run_cell
-from connmgr.core.metadata import TopicPartition
-from connmgr.sim.run import build_simulator
-from connmgr.sim.scenarios import get_scenario
+from connmgr_evidence.bench.workloads.run import Cell, run_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports" / "workloads"

@@ -37,6 +37,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 )
 from aiokafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.errors import ClientStopped, ConsumerNotStarted, ConsumerStopped, ProducerStopped
 from connmgr.embedded import MockCluster

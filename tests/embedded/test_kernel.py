@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
+
 from connmgr import kernel
 from connmgr.aio.kernel import (
     AccountingMismatch,

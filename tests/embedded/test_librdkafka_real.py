@@ -44,6 +44,7 @@ from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Producer
+
 from connmgr.aio.kernel import AccountingMismatch
 from connmgr.cli import main
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
@@ -51,15 +52,20 @@ from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger, ConnEvent
-from connmgr.realrun import RealRun, run_real
-from connmgr.realrun.librdkafka import (
+from connmgr_evidence.realrun import RealRun, run_real
+from connmgr_evidence.realrun.librdkafka import (
     LogAccount,
     stats_problems,
     verify_with_kernel,
 )
-from connmgr.realrun.librdkafka.handle import silence_before_close
-from connmgr.realrun.librdkafka.log import BrokerKind, LineKind, parse_broker_name, parse_line
-from connmgr.realrun.librdkafka.workload import ClientSink, client_config, new_sink
+from connmgr_evidence.realrun.librdkafka.handle import silence_before_close
+from connmgr_evidence.realrun.librdkafka.log import (
+    BrokerKind,
+    LineKind,
+    parse_broker_name,
+    parse_line,
+)
+from connmgr_evidence.realrun.librdkafka.workload import ClientSink, client_config, new_sink
 
 pytestmark = pytest.mark.embedded
 RECORDS = 40

@@ -9,10 +9,11 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from connmgr.errors import ConfigError
 from connmgr.ledger import HOUR_S, ConnEvent
-from connmgr.realrun import RealRun, run_real
-from connmgr.realrun.life import LifePlan
+from connmgr_evidence.realrun import RealRun, run_real
+from connmgr_evidence.realrun.life import LifePlan
 
 pytestmark = pytest.mark.embedded
 

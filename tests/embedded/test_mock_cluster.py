@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.client import AIOKafkaClient  # type: ignore[import-untyped]
+
 from connmgr.embedded import (
     ApiKey,
     EmbeddedClusterError,

@@ -16,10 +16,11 @@ import asyncio
 import functools
 
 import pytest
+
 from connmgr.core.events import Api
 from connmgr.core.identity import Role
-from connmgr.realrun import RealRun, run_real, sequence_differences
 from connmgr.sim.result import RunResult
+from connmgr_evidence.realrun import RealRun, run_real, sequence_differences
 from txn_cases import (
     AIOKAFKA_CHAINS,
     TXN_CASES,

@@ -19,6 +19,7 @@ import aiokafka.conn
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
+
 from connmgr.aio import observe
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import (

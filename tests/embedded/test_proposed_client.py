@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import aiokafka.errors as kafka_errors  # type: ignore[import-untyped]
 import pytest
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel, kernel_connections
 from connmgr.core.identity import Role

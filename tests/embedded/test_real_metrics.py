@@ -7,8 +7,9 @@ import asyncio
 import functools
 
 import pytest
+
 from connmgr.errors import ConfigError
-from connmgr.realrun import ABTurn, RealRun, run_real, throughput_ab
+from connmgr_evidence.realrun import ABTurn, RealRun, run_real, throughput_ab
 
 pytestmark = pytest.mark.embedded
 SETTINGS = {"records": "20", "settle_ms": "500"}

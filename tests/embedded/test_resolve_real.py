@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import kernel_connections
 from connmgr.aio.resolver import Resolver, is_literal, system_lookup

@@ -10,9 +10,10 @@ reproducible; explore further by running the machine with more examples and with
 from __future__ import annotations
 
 import pytest
-from connmgr.testing.real_pair import RealPairMachine
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
+
+from connmgr.testing.real_pair import RealPairMachine
 
 pytestmark = [pytest.mark.embedded, pytest.mark.real_stateful]
 

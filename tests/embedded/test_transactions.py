@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import aiokafka.errors as kafka_errors
 import pytest
 from aiokafka import TopicPartition
+
 from connmgr.embedded import MockCluster
 from txn_workload import (
     PAIRS,

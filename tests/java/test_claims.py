@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from connmgr.java.claims import EXPERIMENTS, main
+
+from connmgr_evidence.java.claims import EXPERIMENTS, main
 
 pytestmark = pytest.mark.java
 DOC = Path(__file__).parents[2] / "docs" / "java-2.1.0-claims.md"

@@ -22,13 +22,14 @@ import asyncio
 import functools
 
 import pytest
+
 from connmgr.core.connections import Connection
 from connmgr.core.events import Api
 from connmgr.core.identity import CoordinatorNode, Purpose
 from connmgr.core.request import Request, ToCoordinator
 from connmgr.javalog import parse_sent_requests
 from connmgr.policies import JavaTodayPolicy
-from connmgr.realrun import RealRun, run_real, sequence_differences
+from connmgr_evidence.realrun import RealRun, run_real, sequence_differences
 from txn_cases import (
     JAVA_CHAINS,
     TXN_CASES,

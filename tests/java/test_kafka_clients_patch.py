@@ -1,6 +1,6 @@
 """kafka-clients 4.3.1 with the project's patch passes Kafka's own tests and the project's.
 
-Builds ``benchmarks/kafka-clients-patch`` (:mod:`connmgr.java.patch`) with the new
+Builds ``benchmarks/kafka-clients-patch`` (:mod:`connmgr_evidence.java.patch`) with the new
 configurations at their defaults and again with every one defaulted on, and runs the fast
 test classes of the code the patch touches, from Kafka's 4.3.1 test jar, plus the project's
 own ``Connmgr*Test`` classes. The counts per Kafka class are those the unpatched release gives
@@ -8,7 +8,7 @@ own ``Connmgr*Test`` classes. The counts per Kafka class are those the unpatched
 none fails. The slower classes (KafkaAdminClientTest, KafkaProducerTest, KafkaConsumerTest,
 RecordAccumulatorTest, EagerConsumerCoordinatorTest, CooperativeConsumerCoordinatorTest,
 AsyncKafkaConsumerTest) run in
-``python -m connmgr.java.patch``, not here.
+``python -m connmgr_evidence.java.patch``, not here.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from types import MappingProxyType
 from typing import Final
 
 import pytest
-from connmgr.java import patch
-from connmgr.java.patch import (
+
+from connmgr_evidence.java import patch
+from connmgr_evidence.java.patch import (
     KNOWN_FLAKY,
     OWN_TEST_PATTERN,
     PatchRun,
@@ -31,8 +32,8 @@ from connmgr.java.patch import (
     read_reports,
     run_patch_tests,
 )
-from connmgr.java.patched import INPUTS_STAMP, build_dir_for, module_fingerprint
-from connmgr.java.tools import JavaTools
+from connmgr_evidence.java.patched import INPUTS_STAMP, build_dir_for, module_fingerprint
+from connmgr_evidence.java.tools import JavaTools
 
 STOCK_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
     {
@@ -239,7 +240,7 @@ def test_a_second_process_waits_for_the_variant_directory(tmp_path: Path) -> Non
                 sys.executable,
                 "-c",
                 "import sys; from pathlib import Path\n"
-                "from connmgr.java.patched import build_dir_for\n"
+                "from connmgr_evidence.java.patched import build_dir_for\n"
                 "with build_dir_for(Path(sys.argv[1]), 'b', timeout_s=0.3): pass",
                 str(target),
             ],

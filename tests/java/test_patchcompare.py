@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from connmgr.java.patchcompare import PATCHED, STOCK, Row, _order, render, summarise
+
+from connmgr_evidence.bench.patchcompare import PATCHED, STOCK, Row, _order, render, summarise
 
 
 def _row(variant: str, repeat: int, first_ms: float | None, **kw: object) -> Row:

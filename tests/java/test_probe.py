@@ -2,7 +2,7 @@
 
 Nothing is mocked on the client side: the probe in ``benchmarks/java-probe`` is built with Maven
 and runs the real client in a JVM, whose ``NetworkClient`` log, own metrics and kernel sockets
-are reconciled by :func:`connmgr.java.cross_check`. Build times and the observed connection
+are reconciled by :func:`connmgr_evidence.java.cross_check`. Build times and the observed connection
 sequences are printed (``pytest -s`` shows them).
 
 The librdkafka mock speaks the request versions librdkafka itself uses. kafka-clients 2.1.0
@@ -31,10 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from connmgr.core.identity import Role
 from connmgr.embedded import ApiKey, MockCluster
 from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
-from connmgr.java import (
+from connmgr.javalog import parse_connection_events, parse_connections
+from connmgr.ledger import ConnEvent
+from connmgr_evidence.java import (
     JavaAccountingMismatch,
     JavaProbeError,
     JavaRun,
@@ -48,9 +51,7 @@ from connmgr.java import (
     kernel_sampler,
     run_probe,
 )
-from connmgr.java.build import default_probe_dir
-from connmgr.javalog import parse_connection_events, parse_connections
-from connmgr.ledger import ConnEvent
+from connmgr_evidence.java.build import default_probe_dir
 
 pytestmark = pytest.mark.java
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from connmgr.cli import main
-from connmgr.realrun.workloads import java_needs_compat
+from connmgr_evidence.realrun.workloads import java_needs_compat
 
 pytestmark = pytest.mark.java
 

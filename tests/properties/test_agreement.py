@@ -8,6 +8,7 @@ thin test classes. Profiles: ``ci`` by default, ``deep`` with
 from __future__ import annotations
 
 import pytest
+
 from connmgr.testing.machines import pair_machine
 
 # Hypothesis searches over many examples: the README's fast core leaves them out.

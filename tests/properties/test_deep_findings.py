@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
 from connmgr.ledger import ConnEvent

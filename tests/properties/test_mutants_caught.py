@@ -11,6 +11,8 @@ being short.
 from __future__ import annotations
 
 import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
 from connmgr.core.config import ClientKind
 from connmgr.testing.evidence import (
     BASELINES,
@@ -28,7 +30,6 @@ from connmgr.testing.evidence import (
 )
 from connmgr.testing.machines import Step, World, check_safety, check_same_routing, pair_machine
 from connmgr.testing.mutants import MergeByHostPort, StaleEndpoint, TrustsHostPort
-from hypothesis.stateful import run_state_machine_as_test
 
 # Hypothesis searches over many examples: the README's fast core leaves them out.
 pytestmark = pytest.mark.search

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+
 from connmgr.testing.constants import load_whole_package
 
 # Hypothesis searches over many examples: the README's fast core leaves them out.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from connmgr.core.config import ClientKind
 from connmgr.core.identity import Purpose
 from connmgr.sim.simulator import Simulator

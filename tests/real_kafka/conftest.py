@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from connmgr.realkafka import KafkaCluster
+
+from connmgr_evidence.realkafka import KafkaCluster
 
 
 def java_children() -> list[psutil.Process]:

@@ -1,4 +1,4 @@
-"""The two bug reports' reproducers (``python -m connmgr.realkafka.repro``) at a small size on
+"""The two bug reports' reproducers (``python -m connmgr_evidence.realkafka.repro``) at a small size on
 a real secure 3-node cluster of this module's own (``security=True``; the session cluster has
 no forwarders): ``docs/bug-double-bootstrap.md`` and ``docs/bug-admin-cluster-id.md``.
 
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connmgr.realkafka import KafkaCluster, admin_identity, bootstrap_dials
-from connmgr.realkafka.repro import admin_reproduced, double_bootstrap_reproduced
+
+from connmgr_evidence.realkafka import KafkaCluster, admin_identity, bootstrap_dials
+from connmgr_evidence.realkafka.repro import admin_reproduced, double_bootstrap_reproduced
 
 pytestmark = pytest.mark.real_kafka
 

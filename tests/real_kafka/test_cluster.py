@@ -23,13 +23,14 @@ from typing import Any
 import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.identity import API_VERSIONS_KEY, CHECK_VERSION
 from connmgr.aio.kernel import averify_against_kernel, kernel_connections
 from connmgr.aio.observe import expected_stock_sequence, observed_consumer, observed_producer
 from connmgr.core.identity import Role
 from connmgr.ledger import ConnectionLedger, ConnEvent
-from connmgr.realkafka import (
+from connmgr_evidence.realkafka import (
     KAFKA_VERSION,
     KafkaCluster,
     MissingTool,
@@ -40,9 +41,9 @@ from connmgr.realkafka import (
     process,
     resolve_broker_classpath,
 )
-from connmgr.realkafka import cluster as cluster_module
-from connmgr.realkafka.classpath import LOG4J_VERSIONS
-from connmgr.realkafka.cli import cluster_command, parse_broker_config
+from connmgr_evidence.realkafka import cluster as cluster_module
+from connmgr_evidence.realkafka.classpath import LOG4J_VERSIONS
+from connmgr_evidence.realkafka.cli import cluster_command, parse_broker_config
 
 from .conftest import java_children
 
@@ -476,7 +477,7 @@ def test_a_start_timeout_is_reported_and_cleaned_up() -> None:
 
 _CHILD = """
 import json, os, sys
-from connmgr.realkafka import KafkaCluster
+from connmgr_evidence.realkafka import KafkaCluster
 cluster = KafkaCluster(1).start()
 print(json.dumps({"pids": list(cluster.pids().values()), "workdir": str(cluster.workdir)}))
 sys.stdout.flush()

@@ -5,7 +5,7 @@ On the real cluster the models' counts are exact for both clients; the consumers
 order is not (a data connection and the coordinator connection come in the other order than
 on the embedded cluster, for stock and patched alike: timing, not the rule), so producers are
 compared dial by dial and consumers by their counts. The runs settle for
-:data:`~connmgr.java.patched.SETTLE_MS`, longer than the patched client's linger.
+:data:`~connmgr_evidence.java.patched.SETTLE_MS`, longer than the patched client's linger.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from connmgr.java.patched import SETTLE_MS
-from connmgr.realkafka import KafkaCluster
-from connmgr.realrun import RealRun, run_real, sequence_differences
-from connmgr.realrun.backends import KafkaBackend
+
+from connmgr_evidence.java.patched import SETTLE_MS
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realrun import RealRun, run_real, sequence_differences
+from connmgr_evidence.realrun.backends import KafkaBackend
 
 pytestmark = pytest.mark.real_kafka
 SCENARIOS = ["seed-producer", "seed-consumer", "big-producer", "big-consumer"]

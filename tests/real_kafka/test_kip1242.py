@@ -32,6 +32,7 @@ from aiokafka.conn import ScramAuthenticator, create_conn
 from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslHandShakeRequest
 from aiokafka.protocol.api import Request
 from aiokafka.protocol.metadata import MetadataRequest
+
 from connmgr.aio.identity import (
     API_VERSIONS_KEY,
     INVALID_REQUEST,
@@ -43,11 +44,17 @@ from connmgr.aio.identity import (
     check_identity,
     confirmed_conn,
 )
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.adoption import LOWER_BOUND, SCENARIOS, IdentityCensus, Start, measure
-from connmgr.realkafka.handshakes import await_sockets_closed
-from connmgr.realkafka.process import random_cluster_id
-from connmgr.realkafka.security import SCRAM_MECHANISM, Protocol
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.adoption import (
+    LOWER_BOUND,
+    SCENARIOS,
+    IdentityCensus,
+    Start,
+    measure,
+)
+from connmgr_evidence.realkafka.handshakes import await_sockets_closed
+from connmgr_evidence.realkafka.process import random_cluster_id
+from connmgr_evidence.realkafka.security import SCRAM_MECHANISM, Protocol
 
 pytestmark = pytest.mark.real_kafka
 
@@ -386,7 +393,7 @@ def test_on_sasl_ssl_a_v5_before_authentication_is_not_checked_and_after_it_is(
 # --- the drop-in on the check ---------------------------------------------------------------
 # What the project does with the facts above: a dial for a known node confirms it in its set-up
 # (connmgr.aio.identity.confirmed_conn), and the drop-in confirms its bootstrap socket's broker
-# and adopts it (connmgr.realkafka.adoption measures it; the committed run is reports/adoption).
+# and adopts it (connmgr_evidence.realkafka.adoption measures it; the committed run is reports/adoption).
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -3,7 +3,7 @@
 The cluster is this module's own (``security=True``, ``jmx=True``): moving and restarting
 brokers would disturb the tests sharing the session cluster. The driver runs every client of
 both variants for a very short life, with a rolling restart of one broker and the move
-(``python -m connmgr.bench.longrun`` restarts all three and lives an hour);
+(``python -m connmgr_evidence.bench.longrun`` restarts all three and lives an hour);
 ``pytest -s`` prints its phases.
 """
 
@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaClient
-from connmgr.bench.longrun.drive import LongRunResult, run_longrun
-from connmgr.bench.longrun.figures import figures
-from connmgr.bench.longrun.plan import LongRunSettings
-from connmgr.bench.longrun.report import write_report
+
 from connmgr.core.identity import Role
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.handshakes import await_sockets_closed
-from connmgr.realkafka.protocol import metadata, run_sync
+from connmgr_evidence.bench.longrun.drive import LongRunResult, run_longrun
+from connmgr_evidence.bench.longrun.figures import figures
+from connmgr_evidence.bench.longrun.plan import LongRunSettings
+from connmgr_evidence.bench.longrun.report import write_report
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.handshakes import await_sockets_closed
+from connmgr_evidence.realkafka.protocol import metadata, run_sync
 
 pytestmark = pytest.mark.real_kafka
 

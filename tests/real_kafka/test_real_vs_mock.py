@@ -7,11 +7,12 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from connmgr.aio.identity import API_VERSIONS_KEY, CHECK_VERSION
 from connmgr.ledger import ConnEvent
-from connmgr.realkafka import KafkaCluster
-from connmgr.realrun import RealRun, run_real
-from connmgr.realrun.backends import KafkaBackend
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realrun import RealRun, run_real
+from connmgr_evidence.realrun.backends import KafkaBackend
 
 pytestmark = pytest.mark.real_kafka
 SETTINGS = {"records": "90", "settle_ms": "3500"}

@@ -21,12 +21,13 @@ from typing import Any
 import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 from connmgr.aio.kernel import averify_against_kernel
 from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.identity import Role
 from connmgr.ledger import GONE, ConnectionLedger, ConnEvent
-from connmgr.realkafka import KafkaCluster
+from connmgr_evidence.realkafka import KafkaCluster
 
 pytestmark = pytest.mark.real_kafka
 

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connmgr.bench.serverless.figures import figures, problems
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.serverless import ServerlessRun, measure
+
+from connmgr_evidence.bench.serverless.figures import figures, problems
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.serverless import ServerlessRun, measure
 
 pytestmark = pytest.mark.real_kafka
 

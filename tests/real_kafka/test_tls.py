@@ -19,11 +19,12 @@ import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.conn import create_conn
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
-from connmgr.handshake_cost import HandshakeCost
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.handshakes import await_sockets_closed, measure_tls
-from connmgr.realkafka.security import ListenerAccess
+from connmgr_evidence.handshake_cost import HandshakeCost
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.handshakes import await_sockets_closed, measure_tls
+from connmgr_evidence.realkafka.security import ListenerAccess
 
 pytestmark = pytest.mark.real_kafka
 

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from connmgr.realkafka import CoordinatorKind, KafkaCluster
+
+from connmgr_evidence.realkafka import CoordinatorKind, KafkaCluster
 from txn_workload import (
     PAIRS,
     PROPOSED,

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from connmgr.realkafka import (
+
+from connmgr_evidence.realkafka import (
     KAFKA_VERSION,
     KAFKA_VERSION_ENV,
     KAFKA_VERSIONS,
@@ -23,9 +24,9 @@ from connmgr.realkafka import (
     kafka_version,
     resolve_broker_classpath,
 )
-from connmgr.realkafka import classpath as classpath_module
-from connmgr.realkafka.classpath import LOG4J_VERSIONS
-from connmgr.realkafka.cli import cluster_command
+from connmgr_evidence.realkafka import classpath as classpath_module
+from connmgr_evidence.realkafka.classpath import LOG4J_VERSIONS
+from connmgr_evidence.realkafka.cli import cluster_command
 
 pytestmark = pytest.mark.real_kafka
 
@@ -71,7 +72,7 @@ def test_an_unsupported_release_is_refused_before_anything_starts(
 
 def test_python_m_realkafka_is_the_cluster_command() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "connmgr.realkafka", "--help"],
+        [sys.executable, "-m", "connmgr_evidence.realkafka", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

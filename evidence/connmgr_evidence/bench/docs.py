@@ -2,7 +2,7 @@
 columns, the comparison's columns, the stages' table and their names in run order. A test
 compares each file's blocks with :func:`blocks`' text for them.
 
-``python -m connmgr.bench.docs [FILE...]`` rewrites them (by default in :data:`DOCS`, from the
+``python -m connmgr_evidence.bench.docs [FILE...]`` rewrites them (by default in :data:`DOCS`, from the
 checkout's root).
 """
 
@@ -12,10 +12,10 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from connmgr.bench.report.summaries import PairSummary
-from connmgr.bench.results.schema import columns_markdown
-from connmgr.bench.stages import stage_names, stages_markdown
 from connmgr.docblocks import refresh
+from connmgr_evidence.bench.report.summaries import PairSummary
+from connmgr_evidence.bench.results.schema import columns_markdown
+from connmgr_evidence.bench.stages import stage_names, stages_markdown
 
 
 def comparison_columns() -> str:
@@ -50,7 +50,7 @@ DOCS = ("docs/results-schema.md", "docs/benchmarks.md", "docs/architecture.md")
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.docs",
+        prog="python -m connmgr_evidence.bench.docs",
         description="Rewrite the blocks generated from the code in each Markdown file.",
     )
     parser.add_argument("files", nargs="*", type=Path, default=[Path(d) for d in DOCS])

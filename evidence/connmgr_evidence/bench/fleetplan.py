@@ -1,6 +1,6 @@
 """The fleet's hour, as the grid's ``[fleet]`` section sets it: the checked settings
 (:class:`FleetSettings`) and the brokers' restart schedule drawn from them. The grid checks
-its section with these, and the fleet stage (:mod:`connmgr.bench.stages.fleet`) runs them:
+its section with these, and the fleet stage (:mod:`connmgr_evidence.bench.stages.fleet`) runs them:
 kept apart from the stages so that reading the grid needs no stage."""
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.fleetplan import FleetSettings
-from connmgr.bench.report.metrics import PAIRS
-from connmgr.bench.results.rows import point_text
 from connmgr.errors import ConfigError, UnknownName
-from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 from connmgr.policies import POLICIES
 from connmgr.sim.scenarios import SCENARIOS, get_scenario
+from connmgr_evidence.bench.fleetplan import FleetSettings
+from connmgr_evidence.bench.report.metrics import PAIRS
+from connmgr_evidence.bench.results.rows import point_text
+from connmgr_evidence.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 
 DEFAULT_GRID = Path(__file__).resolve().parents[3] / "benchmarks" / "grid.toml"
 """The grid in a source checkout (``benchmarks/grid.toml``)."""
@@ -214,7 +214,7 @@ class Grid:
 def real_jobs(grid: Grid) -> list[tuple[RealPoint, str, int]]:
     """The real runs in the order they run: per point, per repeat, every client of the grid,
     so that the clients of a pair run one after the other at each repeat. A pair of
-    :data:`~connmgr.bench.report.metrics.PAIRS` whose two clients are both in the grid takes turns
+    :data:`~connmgr_evidence.bench.report.metrics.PAIRS` whose two clients are both in the grid takes turns
     going first (in the grid's order at even repeats, swapped at odd ones), so that running
     second (the first one's files already in the page cache) falls on both."""
     jobs = []
@@ -395,7 +395,7 @@ def _check_life(source: Path, values: Mapping[str, Any]) -> None:
     """The ``[life]`` section's clients exist and include the proposal, and each scenario
     entry is a scenario with parameters and run options it can be run with (a rolling
     restart that fits the life)."""
-    from connmgr.realrun.run import RUN_OPTIONS, check_life_settings
+    from connmgr_evidence.realrun.run import RUN_OPTIONS, check_life_settings
 
     bad = [c for c in values["clients"] if c not in REAL_CLIENTS and not _is_java(c)]
     if bad or "proposed" not in values["clients"]:

@@ -1,12 +1,12 @@
 """``connmgr bench``: the main job, from the grid to the report.
 
-The job runs the stages of :mod:`connmgr.bench.stages` in the order
-:func:`~connmgr.bench.stages.stages` gives (the table in ``docs/benchmarks.md`` is generated
-from it), phase by phase (:class:`~connmgr.bench.stages.Phase`): the timed stages one at a
+The job runs the stages of :mod:`connmgr_evidence.bench.stages` in the order
+:func:`~connmgr_evidence.bench.stages.stages` gives (the table in ``docs/benchmarks.md`` is generated
+from it), phase by phase (:class:`~connmgr_evidence.bench.stages.Phase`): the timed stages one at a
 time on an otherwise idle machine; then the stages that run in the background beside the
 CPU-bound simulated stages; then Spark starts and the Spark stages run on its session; last,
-the comparison (:mod:`connmgr.bench.report.compare`) writes the report, with what each stage
-adds to it (:meth:`~connmgr.bench.stages.Stage.report`).
+the comparison (:mod:`connmgr_evidence.bench.report.compare`) writes the report, with what each stage
+adds to it (:meth:`~connmgr_evidence.bench.stages.Stage.report`).
 
 Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
 (``index.md``, ``tables/``, ``plots/``) beside it. Raw results are written as each stage
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connmgr.bench.grid import Grid
-from connmgr.bench.results.rows import git_commit, new_meta
-from connmgr.bench.runtime.spark import job_failure
-from connmgr.bench.stages import BenchError, Phase, Stage, StageContext, shown, stages
+from connmgr_evidence.bench.grid import Grid
+from connmgr_evidence.bench.results.rows import git_commit, new_meta
+from connmgr_evidence.bench.runtime.spark import job_failure
+from connmgr_evidence.bench.stages import BenchError, Phase, Stage, StageContext, shown, stages
 
 T = TypeVar("T")
 
@@ -63,7 +63,7 @@ def run_bench(
     run_id: str | None = None,
 ) -> BenchOutcome:
     """Run every stage over ``grid`` and write the report into ``out/<run-id>/``."""
-    from connmgr.bench.runtime.spark import spark_session
+    from connmgr_evidence.bench.runtime.spark import spark_session
 
     rid = run_id or new_run_id()
     run_dir = out / rid
@@ -143,7 +143,7 @@ _REGENERATE = (
 def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any, list[str]]:
     """Rebuild ``run_dir``'s report from its raw results (``raw/``) and ``raw/job.json``;
     the comparison and the problems the stages found."""
-    from connmgr.bench.runtime.spark import spark_session
+    from connmgr_evidence.bench.runtime.spark import spark_session
 
     raw = run_dir / "raw"
     path = raw / JOB_FILE
@@ -161,7 +161,7 @@ def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any,
 def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     """The comparison over ``run_dir/raw``, with the job's sections and what each stage
     adds to the report; the comparison and the problems the stages found. A Spark job that
-    fails on the cluster is a :class:`~connmgr.bench.runtime.spark.SparkJobFailed` (one line)."""
+    fails on the cluster is a :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed` (one line)."""
     try:
         return _compare_on(spark, run_dir, job)
     except Exception as e:  # py4j carries Spark's failures
@@ -171,7 +171,7 @@ def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[
 
 
 def _compare_on(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
-    from connmgr.bench.report.compare import run_comparison
+    from connmgr_evidence.bench.report.compare import run_comparison
 
     raw = run_dir / "raw"
     reports = []

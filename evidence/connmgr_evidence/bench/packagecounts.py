@@ -1,14 +1,14 @@
 """Kafka's whole ``org.apache.kafka.clients`` test package against stock and patched 4.3.1.
 
 CI runs Kafka's tests of the classes the patch touches
-(:data:`connmgr.java.patch.KAFKA_TEST_CLASSES`). Most of those classes drive ``MockClient``,
+(:data:`connmgr_evidence.java.patch.KAFKA_TEST_CLASSES`). Most of those classes drive ``MockClient``,
 which runs none of the new ``NetworkClient`` code, so this benchmark command (not CI: it takes
 an hour or more) runs every test class of the package and its subpackages from the release's
 test jar -- 161 classes -- on the three variants, stock first, and compares what failed: a
 patched variant passes when the tests that failed in it are the same set as stock's (Kafka's
 tests include a few that need files the test jar does not ship, which fail on stock as well).
 
-CLI: ``python -m connmgr.java.packagecounts [--out reports/kafka-clients-package]``: writes
+CLI: ``python -m connmgr_evidence.bench.packagecounts [--out reports/kafka-clients-package]``: writes
 ``counts.json`` (per variant: totals, per-class counts, failing tests) and ``index.md``; exit 0
 when neither patched variant fails a test stock passes.
 """
@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench.results.rows import git_commit
-from connmgr.java.patch import (
+from connmgr_evidence.bench.results.rows import git_commit
+from connmgr_evidence.java.patch import (
     OWN_TEST_PATTERN,
     PatchRun,
     TestCounts,
@@ -122,7 +122,7 @@ def render(counts: Sequence[VariantCounts], meta: Mapping[str, Any]) -> str:
         "# Kafka's whole `org.apache.kafka.clients` test package: stock and patched 4.3.1",
         "",
         f"Commit {meta['commit']}, {meta['date']}, `{meta['pattern']}` from "
-        "`kafka-clients-4.3.1-test.jar`; written by `python -m connmgr.java.packagecounts`.",
+        "`kafka-clients-4.3.1-test.jar`; written by `python -m connmgr_evidence.bench.packagecounts`.",
         "",
         "| variant | Kafka test classes | Kafka tests run | failed | skipped | project's own tests "
         "(failed) | minutes |",
@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: run the package on each variant, write the report; exit 1 if a patched variant
     fails a Kafka test that passed on stock."""
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.java.packagecounts",
+        prog="python -m connmgr_evidence.bench.packagecounts",
         description=(
             "Run Kafka's whole org.apache.kafka.clients test package (161 classes of the "
             "4.3.1 test jar) against stock, patched (defaults) and patched (switches on) "

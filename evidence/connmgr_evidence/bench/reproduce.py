@@ -2,7 +2,7 @@
 of ``connmgr bench`` share, exactly: a ``--quick`` run shares the named scenarios and some
 real points with a full one.
 
-    python -m connmgr.bench.reproduce reports/<committed-run> reports/<new-run>
+    python -m connmgr_evidence.bench.reproduce reports/<committed-run> reports/<new-run>
 
 Simulated runs are deterministic given their seed, so where both reports keep their raw
 simulated rows (``raw/results/sim.parquet``, committed with a report) they are compared run by
@@ -115,7 +115,7 @@ def _name(row: Row) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.reproduce",
+        prog="python -m connmgr_evidence.bench.reproduce",
         description="Compare the socket counts two connmgr bench reports share, exactly.",
     )
     parser.add_argument("old", type=Path, help="a report directory (OUT/<run-id>)")

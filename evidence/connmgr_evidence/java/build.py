@@ -1,5 +1,5 @@
 """Building the Java client probe: a Maven build per kafka-clients version (the tools from
-:mod:`connmgr.java.tools`), cached by the fingerprint of everything it depends on.
+:mod:`connmgr_evidence.java.tools`), cached by the fingerprint of everything it depends on.
 
 Nothing built or downloaded goes into the repository: Maven keeps artifacts in its local
 repository (``~/.m2``) and the build output goes to :func:`cache_dir` (``$XDG_CACHE_HOME`` or
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Final
 
 from connmgr.errors import ConnMgrError
-from connmgr.java import patched
-from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
-from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
+from connmgr_evidence.java import patched
+from connmgr_evidence.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr_evidence.java.tools import JavaTools, file_lock, find_tools, run_maven
 
 __all__ = [
     "ProbeBuild",
@@ -63,7 +63,7 @@ class ProbeBuild:
 
 def default_probe_dir() -> Path:
     """``benchmarks/java-probe`` of the source tree this package is installed from (editable)."""
-    # build.py -> java -> connmgr -> prototype -> repository root
+    # build.py -> java -> connmgr_evidence -> evidence -> repository root
     return Path(__file__).resolve().parents[3] / "benchmarks" / "java-probe"
 
 
@@ -131,9 +131,9 @@ def build_probe(
     downloading into ``~/.m2`` whatever it lacks. An exclusive file lock per version makes
     concurrent callers (other processes included) wait for one build instead of racing.
 
-    ``4.3.1-patched`` (:data:`connmgr.java.patched.PATCHED_SUFFIX`) is the probe built for
+    ``4.3.1-patched`` (:data:`connmgr_evidence.java.patched.PATCHED_SUFFIX`) is the probe built for
     4.3.1 with the released kafka-clients jar on its classpath replaced by the project's
-    patched one (:func:`connmgr.java.patched.build_patched_client`).
+    patched one (:func:`connmgr_evidence.java.patched.build_patched_client`).
 
     Raises :class:`JavaToolError` if java/mvn are missing, :class:`JavaBuildError` with the
     tail of Maven's output if the build fails or exceeds ``timeout_s``.

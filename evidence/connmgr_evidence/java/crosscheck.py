@@ -2,7 +2,7 @@
 
 Three views of the same connections:
 
-* the **log** (:mod:`connmgr.java.accounting`): dials, establishments and disconnects, and
+* the **log** (:mod:`connmgr_evidence.java.accounting`): dials, establishments and disconnects, and
   whatever the client's close() closed without a line;
 * the client's **metrics** ``connection-creation-total`` (successful connects only),
   ``connection-close-total`` (every registered socket closed, failed dials included) and
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connmgr.errors import ConnMgrError
-from connmgr.java.results import JavaRun
+from connmgr_evidence.java.results import JavaRun
 
 __all__ = ["JavaAccountingMismatch", "cross_check"]
 

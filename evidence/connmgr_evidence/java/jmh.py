@@ -17,7 +17,7 @@ JMH's ``-prof gc``). Each is a mean over every measured iteration of every fork 
 confidence half-width (Student's t, as JMH states its own errors); a ratio to stock carries the
 half-widths of both ends (first-order propagation of the relative errors).
 
-CLI: ``python -m connmgr.java.jmh [--rounds 3] [--out reports/jmh]``; ``--help`` lists the rest.
+CLI: ``python -m connmgr_evidence.java.jmh [--rounds 3] [--out reports/jmh]``; ``--help`` lists the rest.
 It is not part of the test suite: it takes minutes and its figures are the machine's.
 """
 
@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
-from connmgr.java.jmhresults import (
+from connmgr_evidence.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr_evidence.java.jmhresults import (
     BASE_VARIANTS,
     Samples,
     parse_jmh_json,
@@ -48,7 +48,7 @@ from connmgr.java.jmhresults import (
     results_document,
     summarize,
 )
-from connmgr.java.patched import (
+from connmgr_evidence.java.patched import (
     INPUTS_STAMP,
     KAFKA_VERSION,
     Variant,
@@ -57,7 +57,7 @@ from connmgr.java.patched import (
     maven_command,
     module_fingerprint,
 )
-from connmgr.java.tools import JavaTools, find_tools, run_maven
+from connmgr_evidence.java.tools import JavaTools, find_tools, run_maven
 
 __all__ = [
     "BENCHMARK_CLASS",
@@ -82,7 +82,7 @@ JVM_ARGS: Final = ("-Xms512m", "-Xmx512m")
 
 def default_jmh_module_dir() -> Path:
     """``benchmarks/kafka-clients-jmh`` of the source tree this package runs from."""
-    # jmh.py -> java -> connmgr -> prototype -> repository root
+    # jmh.py -> java -> connmgr_evidence -> evidence -> repository root
     return Path(__file__).resolve().parents[3] / "benchmarks" / "kafka-clients-jmh"
 
 
@@ -302,7 +302,7 @@ def _parse_extra(specs: Iterable[str]) -> dict[str, Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: build, run, write ``index.md`` and ``results.json``; print the index."""
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.java.jmh",
+        prog="python -m connmgr_evidence.java.jmh",
         description=(
             "Measure NetworkClient.poll with JMH: kafka-clients 4.3.1 as released (stock), "
             "patched with every switch off (off) and on (on), interleaved, and write "

@@ -23,9 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Final, Self
 
-from connmgr.java.build import ProbeBuild
-from connmgr.java.errors import JavaProbeError, output_tail
-from connmgr.java.probe import JVM_OPTIONS
+from connmgr_evidence.java.build import ProbeBuild
+from connmgr_evidence.java.errors import JavaProbeError, output_tail
+from connmgr_evidence.java.probe import JVM_OPTIONS
 
 __all__ = ["ATTRIBUTES", "MAIN_CLASS", "BrokerJmxPoller", "BrokerReading", "parse_reading"]
 

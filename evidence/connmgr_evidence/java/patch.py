@@ -10,7 +10,7 @@ surefire's reports into :class:`TestCounts`, so tests and CI can assert on them:
     run = run_patch_tests(Variant.SWITCHES_ON, tests=("NetworkClientTest", "Connmgr*Test"))
     assert run.total.failed == 0
 
-CLI: ``python -m connmgr.java.patch [--variant all] [--tests A,B] [--json]``.
+CLI: ``python -m connmgr_evidence.java.patch [--variant all] [--tests A,B] [--json]``.
 
 Nothing goes into the repository: Maven keeps artifacts in ``~/.m2`` and each variant builds
 in :func:`build_dir` (``$XDG_CACHE_HOME`` or ``~/.cache``, then
@@ -35,8 +35,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
-from connmgr.java.patched import (
+from connmgr_evidence.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr_evidence.java.patched import (
     KAFKA_VERSION,
     PATCHED_SUFFIX,
     SWITCHES,
@@ -48,7 +48,7 @@ from connmgr.java.patched import (
     maven_command,
     module_fingerprint,
 )
-from connmgr.java.tools import JavaTools, find_tools, run_maven
+from connmgr_evidence.java.tools import JavaTools, find_tools, run_maven
 
 __all__ = [
     "KAFKA_TEST_CLASSES",
@@ -355,7 +355,7 @@ def _table(run: PatchRun) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: run the variants, print their counts (or JSON); exit 1 if any test failed."""
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.java.patch",
+        prog="python -m connmgr_evidence.java.patch",
         description="Build kafka-clients 4.3.1 with the project's patch and run Kafka's tests.",
     )
     parser.add_argument(

@@ -1,6 +1,6 @@
 """The patched kafka-clients: which release, which switches, where each variant builds, and
 the patched jar itself as a client (:func:`build_patched_client`). What the probe build
-(:mod:`connmgr.java.build`) and the test runner (:mod:`connmgr.java.patch`, a program) both
+(:mod:`connmgr_evidence.java.build`) and the test runner (:mod:`connmgr_evidence.java.patch`, a program) both
 need, in a module that runs nothing.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
-from connmgr.java.tools import JavaTools, file_lock, find_tools, run_maven
+from connmgr_evidence.java.errors import JavaBuildError, JavaToolError, output_tail, strip_ansi
+from connmgr_evidence.java.tools import JavaTools, file_lock, find_tools, run_maven
 
 __all__ = [
     "INPUTS_STAMP",
@@ -39,7 +39,7 @@ KAFKA_VERSION: Final = "4.3.1"
 
 PATCHED_SUFFIX: Final = "-patched"
 """A kafka-clients version ending so (``4.3.1-patched``) names the patched client, run by the
-Java probe with :data:`SWITCHES` on (:func:`connmgr.java.build.build_probe`)."""
+Java probe with :data:`SWITCHES` on (:func:`connmgr_evidence.java.build.build_probe`)."""
 
 SWITCHES: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -75,7 +75,7 @@ class Variant(enum.Enum):
 
 def default_module_dir() -> Path:
     """``benchmarks/kafka-clients-patch`` of the source tree this package runs from."""
-    # patch.py -> java -> connmgr -> prototype -> repository root
+    # patch.py -> java -> connmgr_evidence -> evidence -> repository root
     return Path(__file__).resolve().parents[3] / "benchmarks" / "kafka-clients-patch"
 
 

@@ -1,15 +1,15 @@
 """Run the Java-client probe once, and account for every connection it makes.
 
 The probe (``benchmarks/java-probe``: a Maven module and ``connmgr.probe.Probe``, built by
-:mod:`connmgr.java.build`) runs the real ``org.apache.kafka:kafka-clients`` of a chosen version
+:mod:`connmgr_evidence.java.build`) runs the real ``org.apache.kafka:kafka-clients`` of a chosen version
 through one scenario -- producer: send records round-robin over partitions with ``acks=all``;
 consumer: join a group, read them, commit; admin client: describe the cluster, list topics --
 with ``org.apache.kafka.clients.NetworkClient``
 logging to a file. It then reports ``{"phase": "steady", ...}`` on stdout and waits, so the
 caller can look at the JVM's sockets (:func:`kernel_sampler`), before closing the client and
 reporting ``{"phase": "closed", ...}``. The run's log is then replayed
-(:mod:`connmgr.java.accounting`) and, on request, reconciled with the client's metrics and
-the kernel (:func:`connmgr.java.crosscheck.cross_check`).
+(:mod:`connmgr_evidence.java.accounting`) and, on request, reconciled with the client's metrics and
+the kernel (:func:`connmgr_evidence.java.crosscheck.cross_check`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import IO, Any, Final, Literal, TypeVar
 
 from connmgr.errors import ConnMgrError
-from connmgr.java.accounting import build_ledger, open_counts
-from connmgr.java.build import ProbeBuild
-from connmgr.java.crosscheck import JavaAccountingMismatch, cross_check
-from connmgr.java.errors import TAIL_LINES, JavaProbeError, output_tail
-from connmgr.java.results import Client, JavaRun, PhaseReport
 from connmgr.javalog import parse_connection_events, parse_connections, parse_log_time
 from connmgr.kernel import Address, KernelSample, kernel_sockets
+from connmgr_evidence.java.accounting import build_ledger, open_counts
+from connmgr_evidence.java.build import ProbeBuild
+from connmgr_evidence.java.crosscheck import JavaAccountingMismatch, cross_check
+from connmgr_evidence.java.errors import TAIL_LINES, JavaProbeError, output_tail
+from connmgr_evidence.java.results import Client, JavaRun, PhaseReport
 
 __all__ = [
     "JVM_OPTIONS",
@@ -66,8 +66,8 @@ def default_extra(version: str, client: Client) -> dict[str, str]:
     ``group.protocol=classic`` where the setting exists (3.7+; KIP-848), so 4.x runs the same
     group protocol as 2.1.0 whatever its default. Older clients only warn about settings they
     do not know, but are not given any. The patched client (``4.3.1-patched``) runs with
-    every configuration of the patch on (:data:`connmgr.java.patched.SWITCHES`)."""
-    from connmgr.java.patched import PATCHED_SUFFIX, SWITCHES
+    every configuration of the patch on (:data:`connmgr_evidence.java.patched.SWITCHES`)."""
+    from connmgr_evidence.java.patched import PATCHED_SUFFIX, SWITCHES
 
     extra = dict(SWITCHES) if version.endswith(PATCHED_SUFFIX) else {}
     numbers = [int(x) for x in re.findall(r"\d+", version)[:2]]

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeVar
 
 from connmgr.core.identity import Role
-from connmgr.java.accounting import LogAccount, role_of
-from connmgr.java.build import ProbeBuild
-from connmgr.java.errors import JavaProbeError
 from connmgr.javalog import LoggedConnection, LoggedConnectionEvent, parse_log_time
 from connmgr.kernel import KernelSample
 from connmgr.ledger import ConnectionLedger
+from connmgr_evidence.java.accounting import LogAccount, role_of
+from connmgr_evidence.java.build import ProbeBuild
+from connmgr_evidence.java.errors import JavaProbeError
 
 __all__ = ["METRIC_NAMES", "Client", "JavaRun", "PhaseReport"]
 

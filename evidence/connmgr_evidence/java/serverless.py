@@ -23,9 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from connmgr.java.build import ProbeBuild
-from connmgr.java.errors import JavaProbeError
-from connmgr.java.probe import JVM_OPTIONS, MAIN_CLASS, _expect, _Lines, default_extra
+from connmgr_evidence.java.build import ProbeBuild
+from connmgr_evidence.java.errors import JavaProbeError
+from connmgr_evidence.java.probe import JVM_OPTIONS, MAIN_CLASS, _expect, _Lines, default_extra
 
 __all__ = ["JavaServerlessStart", "ServerlessProbe"]
 
@@ -58,7 +58,7 @@ class ServerlessProbe:
     producer; leaving sends ``quit`` and waits for the exit (killing the JVM if it does not
     exit within ``timeout_s``). NetworkClient logs to ``log_path`` at ``log_level`` (INFO: the
     bootstrap closes and failures, not every dial or request). ``extra`` settings are added
-    to the producer's configuration after :func:`~connmgr.java.probe.default_extra` (so
+    to the producer's configuration after :func:`~connmgr_evidence.java.probe.default_extra` (so
     ``4.3.1-patched`` runs with its switches on). Each wait for a line is bounded by
     ``timeout_s``; a missing, malformed or error line raises :class:`JavaProbeError` with the
     probe's stderr and log tails.

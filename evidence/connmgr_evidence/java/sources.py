@@ -50,7 +50,7 @@ from types import MappingProxyType
 from typing import Final
 
 from connmgr.errors import ConnMgrError
-from connmgr.java.errors import JavaToolError, output_tail
+from connmgr_evidence.java.errors import JavaToolError, output_tail
 
 __all__ = [
     "CHECKED_EXTENSIONS",
@@ -456,7 +456,7 @@ def malformed(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m connmgr.java.sources DOC.md...``: check every citation of Kafka's sources
+    """``python -m connmgr_evidence.java.sources DOC.md...``: check every citation of Kafka's sources
     (fetching the jars it needs) and print the ones that fail; exit 1 if any does."""
     releases: dict[str, Release] = {}
     failures = 0

@@ -1,5 +1,5 @@
 """Finding ``java`` and ``mvn``, and running Maven with them: what the probe build
-(:mod:`connmgr.java.build`) and the kafka-clients patch (:mod:`connmgr.java.patch`) share."""
+(:mod:`connmgr_evidence.java.build`) and the kafka-clients patch (:mod:`connmgr_evidence.java.patch`) share."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from connmgr.java.errors import JavaBuildError, JavaToolError, output_tail
+from connmgr_evidence.java.errors import JavaBuildError, JavaToolError, output_tail
 
 __all__ = ["MIN_JAVA", "JavaTools", "file_lock", "find_tools", "run_maven"]
 

@@ -32,24 +32,24 @@ its exit hooks (SIGKILL, a CI timeout) is reaped by the next :meth:`KafkaCluster
 
 The rooms, each importing only those above it:
 
-* :mod:`~connmgr.realkafka.errors` -- the error types;
-* :mod:`~connmgr.realkafka.classpath` -- Maven, the broker's classpath, ``java``;
-* :mod:`~connmgr.realkafka.placement` -- the broker's rule placing coordinators (pure);
-* :mod:`~connmgr.realkafka.process` -- node processes: ports, configuration, start, stop, reap;
-* :mod:`~connmgr.realkafka.certificates`, :mod:`~connmgr.realkafka.delay`,
-  :mod:`~connmgr.realkafka.security` -- the secure listeners of ``security=True``: certificates,
+* :mod:`~connmgr_evidence.realkafka.errors` -- the error types;
+* :mod:`~connmgr_evidence.realkafka.classpath` -- Maven, the broker's classpath, ``java``;
+* :mod:`~connmgr_evidence.realkafka.placement` -- the broker's rule placing coordinators (pure);
+* :mod:`~connmgr_evidence.realkafka.process` -- node processes: ports, configuration, start, stop, reap;
+* :mod:`~connmgr_evidence.realkafka.certificates`, :mod:`~connmgr_evidence.realkafka.delay`,
+  :mod:`~connmgr_evidence.realkafka.security` -- the secure listeners of ``security=True``: certificates,
   user-space RTT forwarders, and what a client needs (``docs/tls.md``);
-* :mod:`~connmgr.realkafka.protocol` -- one-question connections, ElectLeaders by hand;
-* :mod:`~connmgr.realkafka.topics`, :mod:`~connmgr.realkafka.coordinators` -- administration;
-* :mod:`~connmgr.realkafka.restart`, :mod:`~connmgr.realkafka.move` -- restarting brokers,
+* :mod:`~connmgr_evidence.realkafka.protocol` -- one-question connections, ElectLeaders by hand;
+* :mod:`~connmgr_evidence.realkafka.topics`, :mod:`~connmgr_evidence.realkafka.coordinators` -- administration;
+* :mod:`~connmgr_evidence.realkafka.restart`, :mod:`~connmgr_evidence.realkafka.move` -- restarting brokers,
   and moving one to new client ports (:meth:`KafkaCluster.move_broker`);
-* :mod:`~connmgr.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
-* :mod:`~connmgr.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
-* :mod:`~connmgr.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI; also
-  ``python -m connmgr.realkafka``).
+* :mod:`~connmgr_evidence.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
+* :mod:`~connmgr_evidence.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
+* :mod:`~connmgr_evidence.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI; also
+  ``python -m connmgr_evidence.realkafka``).
 """
 
-from connmgr.realkafka.classpath import (
+from connmgr_evidence.realkafka.classpath import (
     KAFKA_VERSION,
     KAFKA_VERSION_ENV,
     KAFKA_VERSIONS,
@@ -58,10 +58,10 @@ from connmgr.realkafka.classpath import (
     kafka_version,
     resolve_broker_classpath,
 )
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.errors import MissingTool, RealKafkaError
-from connmgr.realkafka.move import BrokerMove
-from connmgr.realkafka.placement import (
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.errors import MissingTool, RealKafkaError
+from connmgr_evidence.realkafka.move import BrokerMove
+from connmgr_evidence.realkafka.placement import (
     TRANSACTION_STATE_TOPIC,
     CoordinatorKind,
     java_string_hash,

@@ -6,12 +6,12 @@ KIP-1242 (Kafka 4.4): a client that knows the cluster id sends ``ClusterId`` and
 ``ApiVersions`` v5 on a connection to a known node, and the broker answers
 ``REBOOTSTRAP_REQUIRED`` if it is not that node of that cluster. Each start here is counted at
 the cluster's forwarders on its PLAINTEXT client listener and decoded
-(:mod:`~connmgr.realkafka.wire`); its connections split into bootstrap and known-node ones at
-its first ``Metadata`` answer (:func:`~connmgr.realkafka.wire.split_at_first_metadata`). For
+(:mod:`~connmgr_evidence.realkafka.wire`); its connections split into bootstrap and known-node ones at
+its first ``Metadata`` answer (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`). For
 every connection: the broker whose forwarder accepted it, the ``ApiVersions`` version, and the
 ``ClusterId`` / ``NodeId`` it carried. A second witness, the client's own: its NetworkClient
 log at DEBUG (``Sending API_VERSIONS request ... to node N``,
-:func:`~connmgr.realkafka.adoption.identity_census`).
+:func:`~connmgr_evidence.realkafka.adoption.identity_census`).
 
 The admin client is one probe JVM per start (``describeCluster`` and ``listTopics``, then a
 short settle); the producer is a new ``KafkaProducer`` per start in one probe JVM (one record to
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from connmgr.realkafka.adoption import IdentityCensus, identity_census
-from connmgr.realkafka.bootstrap_dials import recorder_ports
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.security import ListenerAccess
-from connmgr.realkafka.wire import (
+from connmgr_evidence.realkafka.adoption import IdentityCensus, identity_census
+from connmgr_evidence.realkafka.bootstrap_dials import recorder_ports
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.security import ListenerAccess
+from connmgr_evidence.realkafka.wire import (
     ConnectionTrace,
     WireRecorder,
     recording,
@@ -105,7 +105,7 @@ def _admin_start(
     recorder: WireRecorder,
     logs: Path,
 ) -> IdentityStart:
-    from connmgr.java import build_probe, run_probe
+    from connmgr_evidence.java import build_probe, run_probe
 
     log = logs / f"admin-{index}.log"
     began = time.monotonic()
@@ -137,8 +137,8 @@ def _producer_starts(
     logs: Path,
     progress: Callable[[IdentityStart], None],
 ) -> list[IdentityStart]:
-    from connmgr.java import build_probe
-    from connmgr.java.serverless import ServerlessProbe
+    from connmgr_evidence.java import build_probe
+    from connmgr_evidence.java.serverless import ServerlessProbe
 
     log = logs / "producer.log"
     out = []

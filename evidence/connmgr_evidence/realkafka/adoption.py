@@ -14,7 +14,7 @@ over one listener (PLAINTEXT or SASL_SSL) at an injected RTT, by:
 
 Measured per start, outside the client: **opened** -- the connections the cluster's
 forwarders accepted from it (every TCP connection a client makes to a listener goes through
-one; see :mod:`connmgr.realkafka.delay`), **steady** -- the sockets the client holds once its
+one; see :mod:`connmgr_evidence.realkafka.delay`), **steady** -- the sockets the client holds once its
 records are through (kernel), **first** -- ms from just before ``start()`` to the first
 acknowledged record (producer) or the first record consumed (consumer); for the drop-in also
 its ledger's dials (which must equal ``opened``), adoptions and rejected checks. Python
@@ -40,10 +40,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from connmgr.aio.dropin import ProposedConsumer, ProposedProducer
 from connmgr.kernel import kernel_connections
 from connmgr.ledger import ConnEvent
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.handshakes import await_sockets_closed, producer_start
-from connmgr.realkafka.security import ListenerAccess
-from connmgr.realrun.workloads import elapsed_ms
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.handshakes import await_sockets_closed, producer_start
+from connmgr_evidence.realkafka.security import ListenerAccess
+from connmgr_evidence.realrun.workloads import elapsed_ms
 
 __all__ = [
     "CLIENTS",
@@ -190,7 +190,7 @@ async def _consumer_start(
 def _admin_census(access: ListenerAccess, logs: Path) -> IdentityCensus:
     """Which ``ApiVersions`` requests kafka-clients' admin client sends with a cluster id and
     node id: it asks describeCluster and listTopics of a broker it learnt from metadata."""
-    from connmgr.java import build_probe, kernel_sampler, run_probe
+    from connmgr_evidence.java import build_probe, kernel_sampler, run_probe
 
     log = logs / f"java-admin-{access.protocol}.log"
     run_probe(
@@ -255,7 +255,7 @@ def _java_start(
     point: tuple[str, float, str, str, int],
     logs: Path,
 ) -> tuple[Start, IdentityCensus]:
-    from connmgr.java import build_probe, kernel_sampler, run_probe
+    from connmgr_evidence.java import build_probe, kernel_sampler, run_probe
 
     protocol, rtt, scenario, _, round_ = point
     topics, group_prefix = names

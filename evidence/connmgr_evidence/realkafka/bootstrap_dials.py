@@ -4,8 +4,8 @@ kafka-clients producer and group consumer dial per start, by version and configu
 Each start is counted at the cluster's forwarders on its PLAINTEXT client listener
 (``cluster.secure.access("PLAINTEXT")``; every connection a client opens there, bootstrap or
 broker, is accepted by one forwarder per broker) and its requests are read off the wire
-(:mod:`~connmgr.realkafka.wire`). A start's connections split at the first ``Metadata``
-response relayed back to it (:func:`~connmgr.realkafka.wire.split_at_first_metadata`): dialled
+(:mod:`~connmgr_evidence.realkafka.wire`). A start's connections split at the first ``Metadata``
+response relayed back to it (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`): dialled
 before it, a **bootstrap** connection (the client knows no node id yet); after it, a
 **known**-node connection (a leader, the group coordinator's). For kafka-clients 4.4.0 the
 split is checked by KIP-1242: its ``ApiVersions`` v5 carries ``ClusterId`` and ``NodeId`` on
@@ -14,9 +14,9 @@ connection may carry them.
 
 Clients (:data:`VARIANTS`): the producer (idempotent, the default; one record to each of the
 topic's three partitions, led by brokers 1, 2 and 3, acks=all) runs in one long-lived probe JVM,
-a new ``KafkaProducer`` per start (:mod:`connmgr.java.serverless`); the group consumer (classic
+a new ``KafkaProducer`` per start (:mod:`connmgr_evidence.java.serverless`); the group consumer (classic
 protocol, a new group per start, reads three records and commits) is one probe JVM per start
-(:func:`connmgr.java.run_probe`). Each variant's starts run back to back, one at a time.
+(:func:`connmgr_evidence.java.run_probe`). Each variant's starts run back to back, one at a time.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ from typing import Final, Literal
 
 from aiokafka import AIOKafkaProducer
 
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.security import ListenerAccess
-from connmgr.realkafka.wire import ConnectionTrace, WireRecorder, recording, split_at_first_metadata
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.security import ListenerAccess
+from connmgr_evidence.realkafka.wire import (
+    ConnectionTrace,
+    WireRecorder,
+    recording,
+    split_at_first_metadata,
+)
 
 __all__ = [
     "VARIANTS",
@@ -53,7 +58,7 @@ _PUSH_OFF: Final = (("enable.metrics.push", "false"),)
 
 @dataclass(frozen=True, slots=True)
 class BootstrapVariant:
-    """One client, release and configuration. ``version`` as :func:`connmgr.java.build_probe`
+    """One client, release and configuration. ``version`` as :func:`connmgr_evidence.java.build_probe`
     names it (``4.3.1-patched``: the project's patch, its switches on); ``settings`` are added
     to the client's configuration."""
 
@@ -126,7 +131,7 @@ class StartCount:
 
 
 def recorder_ports(access: ListenerAccess) -> dict[int, int]:
-    """Forwarder port -> broker id, for :func:`~connmgr.realkafka.wire.recording`."""
+    """Forwarder port -> broker id, for :func:`~connmgr_evidence.realkafka.wire.recording`."""
     return {port: broker for broker, (_, port) in access.endpoints}
 
 
@@ -183,8 +188,8 @@ def _producer_starts(
     logs: Path,
     progress: Callable[[StartCount], None],
 ) -> list[StartCount]:
-    from connmgr.java import build_probe
-    from connmgr.java.serverless import ServerlessProbe
+    from connmgr_evidence.java import build_probe
+    from connmgr_evidence.java.serverless import ServerlessProbe
 
     out = []
     brokers = [b for b, _ in access.endpoints]
@@ -219,7 +224,7 @@ def _consumer_starts(
     logs: Path,
     progress: Callable[[StartCount], None],
 ) -> list[StartCount]:
-    from connmgr.java import build_probe, default_extra, run_probe
+    from connmgr_evidence.java import build_probe, default_extra, run_probe
 
     build = build_probe(variant.version)
     brokers = [b for b, _ in access.endpoints]

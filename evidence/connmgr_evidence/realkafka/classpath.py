@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from connmgr.realkafka.errors import MissingTool, RealKafkaError, output_tail
+from connmgr_evidence.realkafka.errors import MissingTool, RealKafkaError, output_tail
 
 __all__ = [
     "KAFKA_VERSION",
@@ -67,7 +67,7 @@ KAFKA_VERSION_ENV: Final = "CONNMGR_KAFKA_VERSION"
 MIN_JAVA: Final = 17
 """Kafka 4.x brokers need Java 17 or newer."""
 
-# classpath.py -> realkafka -> connmgr -> prototype -> repository root
+# classpath.py -> realkafka -> connmgr_evidence -> evidence -> repository root
 _REPO_ROOT: Final = Path(__file__).resolve().parents[3]
 _MAVEN_TIMEOUT_S: Final = 900.0
 
@@ -94,7 +94,7 @@ def kafka_version(version: str | None = None) -> str:
         raise RealKafkaError(
             f"Kafka {version!r} ({source}) is not a release the real Kafka tier runs: "
             f"choose one of {', '.join(KAFKA_VERSIONS)} (default {KAFKA_VERSION}); a new "
-            "release needs its log4j version in connmgr.realkafka.classpath.LOG4J_VERSIONS"
+            "release needs its log4j version in connmgr_evidence.realkafka.classpath.LOG4J_VERSIONS"
         )
     return version
 
@@ -233,14 +233,14 @@ def resolve_broker_classpath(
     pinned = _pom_property(pom, "kafka.version")
     if pinned != KAFKA_VERSION:
         raise RealKafkaError(
-            f"{pom} pins kafka.version={pinned!r} but connmgr.realkafka.KAFKA_VERSION is "
+            f"{pom} pins kafka.version={pinned!r} but connmgr_evidence.realkafka.KAFKA_VERSION is "
             f"{KAFKA_VERSION!r}: change both together"
         )
     pinned_log4j = _pom_property(pom, "log4j.version")
     if pinned_log4j != LOG4J_VERSIONS[KAFKA_VERSION]:
         raise RealKafkaError(
             f"{pom} pins log4j.version={pinned_log4j!r} but Kafka {KAFKA_VERSION} needs "
-            f"{LOG4J_VERSIONS[KAFKA_VERSION]!r} (connmgr.realkafka.classpath.LOG4J_VERSIONS): "
+            f"{LOG4J_VERSIONS[KAFKA_VERSION]!r} (connmgr_evidence.realkafka.classpath.LOG4J_VERSIONS): "
             "change both together"
         )
     # The release and its log4j are Maven arguments, not pom content: both key the cache too.

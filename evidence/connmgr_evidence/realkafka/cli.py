@@ -1,7 +1,7 @@
 """``connmgr cluster``: start a real Kafka cluster on 127.0.0.1, shape it, hold it, tear it down.
 
 Standalone-callable (:func:`cluster_command` has its own parser), so the main ``connmgr`` CLI
-only has to hand it the arguments after ``cluster``; ``python -m connmgr.realkafka`` runs it too.
+only has to hand it the arguments after ``cluster``; ``python -m connmgr_evidence.realkafka`` runs it too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import NoReturn, TextIO
 
-from connmgr.realkafka import (
+from connmgr_evidence.realkafka import (
     KAFKA_VERSION,
     KAFKA_VERSION_ENV,
     KAFKA_VERSIONS,

@@ -1,11 +1,11 @@
 """The real cluster: :class:`KafkaCluster` starts KRaft nodes, waits until they serve, says
 where they are, and stops them.
 
-It composes the package's rooms: the broker's classpath (:mod:`~connmgr.realkafka.classpath`),
-the node processes (:mod:`~connmgr.realkafka.process`), the wire
-(:mod:`~connmgr.realkafka.protocol`), and, mixed in, the administration of topics
-(:mod:`~connmgr.realkafka.topics`), coordinators (:mod:`~connmgr.realkafka.coordinators`) and
-broker restarts and moves (:mod:`~connmgr.realkafka.restart`, :mod:`~connmgr.realkafka.move`).
+It composes the package's rooms: the broker's classpath (:mod:`~connmgr_evidence.realkafka.classpath`),
+the node processes (:mod:`~connmgr_evidence.realkafka.process`), the wire
+(:mod:`~connmgr_evidence.realkafka.protocol`), and, mixed in, the administration of topics
+(:mod:`~connmgr_evidence.realkafka.topics`), coordinators (:mod:`~connmgr_evidence.realkafka.coordinators`) and
+broker restarts and moves (:mod:`~connmgr_evidence.realkafka.restart`, :mod:`~connmgr_evidence.realkafka.move`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ from typing import Final, Self
 
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-from connmgr.realkafka.classpath import kafka_version, require_java, resolve_broker_classpath
-from connmgr.realkafka.coordinators import CoordinatorAdmin
-from connmgr.realkafka.errors import PortTaken, RealKafkaError
-from connmgr.realkafka.move import Address, BrokerMoves
-from connmgr.realkafka.placement import OFFSETS_TOPIC
-from connmgr.realkafka.process import (
+from connmgr_evidence.realkafka.classpath import (
+    kafka_version,
+    require_java,
+    resolve_broker_classpath,
+)
+from connmgr_evidence.realkafka.coordinators import CoordinatorAdmin
+from connmgr_evidence.realkafka.errors import PortTaken, RealKafkaError
+from connmgr_evidence.realkafka.move import Address, BrokerMoves
+from connmgr_evidence.realkafka.placement import OFFSETS_TOPIC
+from connmgr_evidence.realkafka.process import (
     HOST,
     LOG4J2,
     WORKDIR_PREFIX,
@@ -44,7 +48,7 @@ from connmgr.realkafka.process import (
     spawn,
     write_owner,
 )
-from connmgr.realkafka.protocol import (
+from connmgr_evidence.realkafka.protocol import (
     POLL_S,
     PROBE_ERRORS,
     connection,
@@ -52,7 +56,7 @@ from connmgr.realkafka.protocol import (
     partition_leaders,
     run_sync,
 )
-from connmgr.realkafka.security import PROTOCOLS, ListenerAccess, Protocol, SecureTier
+from connmgr_evidence.realkafka.security import PROTOCOLS, ListenerAccess, Protocol, SecureTier
 
 __all__ = ["KafkaCluster"]
 
@@ -79,14 +83,14 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
         jvm_options: extra JVM options, after the defaults.
         keep_workdir: keep the temporary directory (data and logs) after ``stop()``.
         security: also give every node an ``SSL`` and a ``SASL_SSL`` (SCRAM-SHA-512) client
-            listener, advertised at delay forwarders (:mod:`~connmgr.realkafka.security`):
+            listener, advertised at delay forwarders (:mod:`~connmgr_evidence.realkafka.security`):
             :meth:`access` says how to reach each, :meth:`set_rtt` sets their round-trip time.
             Off by default; the PLAINTEXT listener and its ports are the same either way.
         jmx: give every node's JVM a remote JMX port on 127.0.0.1, without authentication
-            or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr.java.jmx`). Off by default.
-        version: the Kafka release, one of :data:`~connmgr.realkafka.KAFKA_VERSIONS`; None
+            or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr_evidence.java.jmx`). Off by default.
+        version: the Kafka release, one of :data:`~connmgr_evidence.realkafka.KAFKA_VERSIONS`; None
             (the default) is ``$CONNMGR_KAFKA_VERSION`` if set, else
-            :data:`~connmgr.realkafka.KAFKA_VERSION` (:func:`~connmgr.realkafka.kafka_version`).
+            :data:`~connmgr_evidence.realkafka.KAFKA_VERSION` (:func:`~connmgr_evidence.realkafka.kafka_version`).
             An unsupported one raises :class:`RealKafkaError` here, before anything starts.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and

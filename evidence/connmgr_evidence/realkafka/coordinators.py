@@ -2,10 +2,10 @@
 chosen broker coordinates, and moving a key's coordinator to another broker.
 
 The real cluster's stand-in for a mock's ``set_coordinator``: a key's coordinator is the
-leader of its partition of an internal topic (:mod:`connmgr.realkafka.placement`), so a key
+leader of its partition of an internal topic (:mod:`connmgr_evidence.realkafka.placement`), so a key
 is *picked* by the broker's rule and confirmed with FindCoordinator, and a coordinator is
 *moved* by reordering that partition's replicas and electing the preferred leader.
-:class:`CoordinatorAdmin` is a mixin of :class:`~connmgr.realkafka.KafkaCluster`, on top of
+:class:`CoordinatorAdmin` is a mixin of :class:`~connmgr_evidence.realkafka.KafkaCluster`, on top of
 its topic administration.
 """
 
@@ -18,15 +18,15 @@ from typing import Any
 from aiokafka.protocol.admin import AlterPartitionReassignmentsRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 
-from connmgr.realkafka.errors import RealKafkaError
-from connmgr.realkafka.placement import (
+from connmgr_evidence.realkafka.errors import RealKafkaError
+from connmgr_evidence.realkafka.placement import (
     COORDINATOR_KEY_TYPES,
     COORDINATOR_TOPICS,
     OFFSETS_TOPIC,
     CoordinatorKind,
     offsets_partition_for,
 )
-from connmgr.realkafka.protocol import (
+from connmgr_evidence.realkafka.protocol import (
     POLL_S,
     PROBE_ERRORS,
     RETRIABLE_COORDINATOR_ERRORS,
@@ -37,7 +37,7 @@ from connmgr.realkafka.protocol import (
     partition_replicas,
     run_sync,
 )
-from connmgr.realkafka.topics import TopicAdmin, elect_preferred
+from connmgr_evidence.realkafka.topics import TopicAdmin, elect_preferred
 
 __all__ = ["CoordinatorAdmin", "find_coordinator"]
 

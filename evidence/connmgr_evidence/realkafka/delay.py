@@ -20,7 +20,7 @@ Every accepted connection is also logged with its accept and close instants
 (:meth:`DelayNetwork.connections`), so a benchmark can count dials per second at each broker
 and the connections open at once, not only how many there were. A tap
 (:meth:`DelayNetwork.set_tap`) can see the bytes each relayed connection carries, e.g. to
-decode the Kafka requests of a PLAINTEXT listener (:mod:`~connmgr.realkafka.wire`).
+decode the Kafka requests of a PLAINTEXT listener (:mod:`~connmgr_evidence.realkafka.wire`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """What TLS and SASL cost a new connection on the real cluster: handshake time per protocol
 and injected RTT, broker CPU per handshake, time to first ack per client, sockets held, and
-the calibration (:class:`~connmgr.handshake_cost.HandshakeCost`) fitted from them.
+the calibration (:class:`~connmgr_evidence.handshake_cost.HandshakeCost`) fitted from them.
 
 Needs a cluster started with ``security=True``. Every connection measured here goes through
-the cluster's delay forwarders (:mod:`~connmgr.realkafka.delay`), PLAINTEXT included (the
+the cluster's delay forwarders (:mod:`~connmgr_evidence.realkafka.delay`), PLAINTEXT included (the
 ``CLIENT`` listener's), so the three protocols are measured alike; the forwarders add the
 same small relay cost to each at RTT 0.
 
 * **Handshake time** -- aiokafka's own dialler, ``aiokafka.conn.create_conn``, timed on
   ``time.perf_counter`` from just before the call to its return: TCP connect (not delayed, see
-  :mod:`~connmgr.realkafka.delay`), the TLS handshake (SSL, SASL_SSL), ApiVersions, and for
+  :mod:`~connmgr_evidence.realkafka.delay`), the TLS handshake (SSL, SASL_SSL), ApiVersions, and for
   SASL_SSL the SaslHandshake and SCRAM-SHA-512's two SaslAuthenticate exchanges. Connections
   are opened one at a time, round-robin over the brokers, each closed before the next.
 * **Broker CPU** -- user+system CPU of the node JVMs (``psutil``), summed over nodes, across
@@ -35,12 +35,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.conn import create_conn
 
 from connmgr.aio.dropin import ProposedProducer
-from connmgr.handshake_cost import HandshakeCost, fit_handshake_cost
 from connmgr.kernel import kernel_connections
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.errors import RealKafkaError
-from connmgr.realkafka.security import PROTOCOLS, ListenerAccess, Protocol
-from connmgr.realrun.workloads import AckClock, elapsed_ms
+from connmgr_evidence.handshake_cost import HandshakeCost, fit_handshake_cost
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.errors import RealKafkaError
+from connmgr_evidence.realkafka.security import PROTOCOLS, ListenerAccess, Protocol
+from connmgr_evidence.realrun.workloads import AckClock, elapsed_ms
 
 __all__ = [
     "BrokerCpu",
@@ -259,7 +259,7 @@ async def first_ack(
 def _java_first_ack(
     access: ListenerAccess, topic: str, partitions: int
 ) -> tuple[float | None, int]:
-    from connmgr.java import build_probe, kernel_sampler, run_probe
+    from connmgr_evidence.java import build_probe, kernel_sampler, run_probe
 
     build = build_probe(JAVA_VERSION)
     run = run_probe(

@@ -2,7 +2,7 @@
 address (a new host, a listener port changed), here on loopback with new free ports.
 
 :meth:`BrokerMoves.move_broker` stops one broker with a controlled shutdown (as
-:meth:`~connmgr.realkafka.restart.BrokerRestarts.stop_broker`), gives it new client
+:meth:`~connmgr_evidence.realkafka.restart.BrokerRestarts.stop_broker`), gives it new client
 listener ports -- PLAINTEXT, and with ``security=True`` SSL and SASL_SSL together with new
 delay forwarders, the old ones closed so a dial of an old address is refused -- rewrites its
 ``listeners`` / ``advertised.listeners`` in ``server.properties``, starts it again with the
@@ -21,10 +21,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connmgr.realkafka.errors import PortTaken, RealKafkaError
-from connmgr.realkafka.process import Node
-from connmgr.realkafka.protocol import POLL_S, PROBE_ERRORS, metadata, run_sync
-from connmgr.realkafka.restart import BrokerRestarts
+from connmgr_evidence.realkafka.errors import PortTaken, RealKafkaError
+from connmgr_evidence.realkafka.process import Node
+from connmgr_evidence.realkafka.protocol import POLL_S, PROBE_ERRORS, metadata, run_sync
+from connmgr_evidence.realkafka.restart import BrokerRestarts
 
 __all__ = ["BrokerMove", "BrokerMoves"]
 

@@ -1,7 +1,7 @@
 """Where the broker places a coordinator: the internal topics and the partition of a key.
 
 Pure: the broker's own rule, computed here so a test can pick a group name or transactional
-id whose coordinator is a chosen broker (see :mod:`connmgr.realkafka.coordinators`, which
+id whose coordinator is a chosen broker (see :mod:`connmgr_evidence.realkafka.coordinators`, which
 confirms the pick with FindCoordinator).
 
 Kafka places a transactional id as it places a group: TransactionStateManager.partitionFor is

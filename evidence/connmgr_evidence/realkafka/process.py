@@ -27,7 +27,7 @@ from typing import IO, Any, Final
 
 import psutil
 
-from connmgr.realkafka.errors import LOG_TAIL_LINES, RealKafkaError, output_tail
+from connmgr_evidence.realkafka.errors import LOG_TAIL_LINES, RealKafkaError, output_tail
 
 __all__ = [
     "HOST",
@@ -229,7 +229,7 @@ def reap_orphans(base: Path) -> list[Path]:
 
 
 LOG4J2: Final = """\
-# Written by connmgr.realkafka: INFO to one file per node, nothing on the console.
+# Written by connmgr_evidence.realkafka: INFO to one file per node, nothing on the console.
 status = warn
 appender.file.type = File
 appender.file.name = file
@@ -323,7 +323,7 @@ def server_properties(
 
 def jmx_options(port: int) -> list[str]:
     """JVM options opening remote JMX on ``HOST:port`` only, without authentication or TLS
-    (a loopback test cluster's metrics, read by ``connmgr.java.jmx``). The RMI server uses
+    (a loopback test cluster's metrics, read by ``connmgr_evidence.java.jmx``). The RMI server uses
     the same port, so one port per broker is all a reader needs."""
     return [
         f"-Dcom.sun.management.jmxremote.port={port}",

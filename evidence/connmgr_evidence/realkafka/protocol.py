@@ -20,7 +20,7 @@ from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.types import Array, Int8, Int16, Int32, Schema, String
 
-from connmgr.realkafka.process import HOST
+from connmgr_evidence.realkafka.process import HOST
 
 __all__ = [
     "ELECTION_NOT_NEEDED",

@@ -1,14 +1,14 @@
-"""``python -m connmgr.realkafka.repro BUG``: reproduce one of the project's bug reports against
+"""``python -m connmgr_evidence.realkafka.repro BUG``: reproduce one of the project's bug reports against
 kafka-clients on a real 3-node KRaft cluster (Kafka 4.4.0, its secure tier's forwarders), print
 the table, exit 0 if the bug reproduced, 1 if it did not, 2 on bad arguments or a failure.
 
 * ``double-bootstrap`` (``docs/bug-double-bootstrap.md``,
-  :mod:`~connmgr.realkafka.bootstrap_dials`): a plain producer and group consumer dial two
+  :mod:`~connmgr_evidence.realkafka.bootstrap_dials`): a plain producer and group consumer dial two
   bootstrap servers per start. Reproduced when every run default 4.4.0 variant's median is 2
   bootstrap connections and every run 4.4.0 variant with the causes switched off
   (``producer-440-both-off``, ``consumer-440-push-off``) has a median of 1.
 * ``admin-cluster-id`` (``docs/bug-admin-cluster-id.md``,
-  :mod:`~connmgr.realkafka.admin_identity`): 4.4.0's admin client sends no ``ClusterId`` /
+  :mod:`~connmgr_evidence.realkafka.admin_identity`): 4.4.0's admin client sends no ``ClusterId`` /
   ``NodeId`` to nodes it knows. Reproduced when every admin start opened a known-node connection
   and none of them carried the identity, while every known-node connection of every producer
   start carried it, with the ``NodeId`` of the broker it reached.
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TextIO
 
 from connmgr.errors import ConnMgrError
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.admin_identity import IdentityStart
-from connmgr.realkafka.bootstrap_dials import VARIANTS, StartCount
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.admin_identity import IdentityStart
+from connmgr_evidence.realkafka.bootstrap_dials import VARIANTS, StartCount
 
 __all__ = [
     "admin_reproduced",
@@ -142,7 +142,7 @@ def admin_reproduced(starts: Sequence[IdentityStart]) -> tuple[bool, str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.realkafka.repro",
+        prog="python -m connmgr_evidence.realkafka.repro",
         description=(
             "Reproduce a kafka-clients bug on a real 3-node Kafka 4.4.0 cluster (KRaft, "
             "loopback, counted and decoded at per-broker TCP forwarders on its PLAINTEXT "
@@ -200,7 +200,7 @@ def _run(
     with KafkaCluster(brokers=3, security=True) as cluster:
         print(f"cluster up ({cluster.version}) in {time.monotonic() - began:.0f} s", file=out)
         if bug == "double-bootstrap":
-            from connmgr.realkafka import bootstrap_dials
+            from connmgr_evidence.realkafka import bootstrap_dials
 
             counts = bootstrap_dials.measure(
                 cluster, variants=variants, starts=starts_per, logs=logs
@@ -209,7 +209,7 @@ def _run(
             ok, why = double_bootstrap_reproduced(counts)
             rows: list[object] = [asdict(c) for c in counts]
         else:
-            from connmgr.realkafka import admin_identity
+            from connmgr_evidence.realkafka import admin_identity
 
             starts = admin_identity.measure(cluster, starts=starts_per, logs=logs)
             table = admin_table(starts)

@@ -9,7 +9,7 @@ directory (so the node id, the ports and the advertised listeners are those it h
 until every broker lists it again, and then ask for preferred-leader elections (as
 ``kafka-leader-election --election-type PREFERRED`` would) until every partition is led by
 its first replica again. :class:`BrokerRestarts` is a mixin of
-:class:`~connmgr.realkafka.KafkaCluster`, which supplies the nodes, their spawning and the
+:class:`~connmgr_evidence.realkafka.KafkaCluster`, which supplies the nodes, their spawning and the
 wait for the brokers.
 """
 
@@ -22,9 +22,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-from connmgr.realkafka.errors import RealKafkaError
-from connmgr.realkafka.process import Node
-from connmgr.realkafka.protocol import (
+from connmgr_evidence.realkafka.errors import RealKafkaError
+from connmgr_evidence.realkafka.process import Node
+from connmgr_evidence.realkafka.protocol import (
     POLL_S,
     PROBE_ERRORS,
     metadata,
@@ -32,7 +32,7 @@ from connmgr.realkafka.protocol import (
     partition_replicas,
     run_sync,
 )
-from connmgr.realkafka.topics import TopicAdmin, elect_preferred
+from connmgr_evidence.realkafka.topics import TopicAdmin, elect_preferred
 
 __all__ = ["BrokerRestarts"]
 

@@ -1,11 +1,11 @@
-"""The secure client listeners of a :class:`~connmgr.realkafka.KafkaCluster` started with
+"""The secure client listeners of a :class:`~connmgr_evidence.realkafka.KafkaCluster` started with
 ``security=True``: ``SSL`` and ``SASL_SSL`` (SCRAM-SHA-512), each reached through a delay
-forwarder (:mod:`~connmgr.realkafka.delay`), and what a client needs to use them.
+forwarder (:mod:`~connmgr_evidence.realkafka.delay`), and what a client needs to use them.
 
 Per node, beside the untouched ``PLAINTEXT`` and ``CONTROLLER`` listeners:
 
 * ``SSL://127.0.0.1:<ssl>`` and ``SASL_SSL://127.0.0.1:<sasl_ssl>``, on ports of their own,
-  presenting the certificate of :mod:`~connmgr.realkafka.certificates`, and
+  presenting the certificate of :mod:`~connmgr_evidence.realkafka.certificates`, and
   ``CLIENT://127.0.0.1:<client>``, a second PLAINTEXT listener for clients;
 * three forwarders, one to each of them -- these are what the node *advertises* for ``SSL``,
   ``SASL_SSL`` and ``CLIENT``, so every connection a client opens over them (bootstrap, and
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from connmgr.realkafka.certificates import TlsFiles, make_certificates
-from connmgr.realkafka.delay import DelayNetwork, RelayedConnection
-from connmgr.realkafka.errors import RealKafkaError
-from connmgr.realkafka.process import HOST, Node
+from connmgr_evidence.realkafka.certificates import TlsFiles, make_certificates
+from connmgr_evidence.realkafka.delay import DelayNetwork, RelayedConnection
+from connmgr_evidence.realkafka.errors import RealKafkaError
+from connmgr_evidence.realkafka.process import HOST, Node
 
 __all__ = [
     "PROTOCOLS",
@@ -223,7 +223,7 @@ class SecureTier:
 
     def properties(self, node: Node) -> dict[str, str]:
         """``server.properties`` entries adding ``node``'s secure listeners to the
-        PLAINTEXT and CONTROLLER ones :func:`~connmgr.realkafka.process.server_properties`
+        PLAINTEXT and CONTROLLER ones :func:`~connmgr_evidence.realkafka.process.server_properties`
         writes (repeated here, unchanged, since a listener list is one property)."""
         p = self._of(node)
         return {

@@ -7,16 +7,16 @@ sends a few records and closes, one after the other, by four clients.
   metadata names the node at that host:port, and adopted;
 * ``java-4.4.0`` -- kafka-clients 4.4.0;
 * ``java-4.3.1-patched`` -- kafka-clients 4.3.1 with the project's patch, its switches on
-  (:data:`connmgr.java.patched.SWITCHES`).
+  (:data:`connmgr_evidence.java.patched.SWITCHES`).
 
 Each Python start is one ``asyncio.run``: a new event loop, a new producer, ``start()``, one
 record to each partition of the variant's topic (acks=all, each leader a different broker),
 the acks, ``stop()``, and a wait until the process holds no socket to the listener. The Java
 starts run in one long-lived probe JVM, a new ``KafkaProducer`` per start
-(:mod:`connmgr.java.serverless`): a JVM per start would time the JVM's start. Variants run
+(:mod:`connmgr_evidence.java.serverless`): a JVM per start would time the JVM's start. Variants run
 one after another, each its starts back to back, so each one's per-second figures are its own.
 
-Counted at the cluster's forwarders (:mod:`connmgr.realkafka.delay`: every TCP connection a
+Counted at the cluster's forwarders (:mod:`connmgr_evidence.realkafka.delay`: every TCP connection a
 client makes to the listener is accepted by one, per broker), from their log of accept and
 close instants: the **attempts** of each start -- connections accepted between just before
 the producer was built and the end of its close -- per broker. Cross-checks, per start: the
@@ -48,12 +48,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from connmgr.aio.dropin import ProposedProducer
 from connmgr.kernel import kernel_sockets
-from connmgr.realkafka.adoption import _ledger_counts
-from connmgr.realkafka.cluster import KafkaCluster
-from connmgr.realkafka.delay import RelayedConnection
-from connmgr.realkafka.handshakes import await_sockets_closed
-from connmgr.realkafka.security import ListenerAccess, Protocol
-from connmgr.realrun.workloads import AckClock, elapsed_ms
+from connmgr_evidence.realkafka.adoption import _ledger_counts
+from connmgr_evidence.realkafka.cluster import KafkaCluster
+from connmgr_evidence.realkafka.delay import RelayedConnection
+from connmgr_evidence.realkafka.handshakes import await_sockets_closed
+from connmgr_evidence.realkafka.security import ListenerAccess, Protocol
+from connmgr_evidence.realrun.workloads import AckClock, elapsed_ms
 
 __all__ = [
     "JAVA_VERSIONS",
@@ -68,7 +68,7 @@ __all__ = [
 
 VARIANTS: Final = ("aiokafka", "proposed", "java-4.4.0", "java-4.3.1-patched")
 JAVA_VERSIONS: Final = {"java-4.4.0": "4.4.0", "java-4.3.1-patched": "4.3.1-patched"}
-"""The Java variants' kafka-clients versions, as :func:`connmgr.java.build_probe` names them."""
+"""The Java variants' kafka-clients versions, as :func:`connmgr_evidence.java.build_probe` names them."""
 LABELS: Final = {
     "aiokafka": "stock aiokafka",
     "proposed": "drop-in (adoption)",
@@ -340,8 +340,8 @@ def _java_starts(
     logs: Path,
     progress: Callable[[], None],
 ) -> tuple[list[_Raw], str]:
-    from connmgr.java import build_probe
-    from connmgr.java.serverless import ServerlessProbe
+    from connmgr_evidence.java import build_probe
+    from connmgr_evidence.java.serverless import ServerlessProbe
 
     build = build_probe(JAVA_VERSIONS[variant])
     raws = []

@@ -1,11 +1,11 @@
 """Topics on the real cluster: creating one with chosen partition leaders, reading leaders, and
 preferred-leader elections.
 
-:class:`TopicAdmin` is the part of :class:`~connmgr.realkafka.KafkaCluster` that asks the
+:class:`TopicAdmin` is the part of :class:`~connmgr_evidence.realkafka.KafkaCluster` that asks the
 brokers about topics. It is a mixin: the cluster supplies which brokers exist and where they
 listen (:attr:`TopicAdmin.broker_ids`, :meth:`TopicAdmin._port_of`,
 :meth:`TopicAdmin._running_ports`); everything here speaks to the brokers only through
-:mod:`connmgr.realkafka.protocol`'s one-question connections.
+:mod:`connmgr_evidence.realkafka.protocol`'s one-question connections.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import aiokafka.errors as kafka_errors
 from aiokafka.protocol.admin import CreateTopicsRequest
 
-from connmgr.realkafka.errors import RealKafkaError
-from connmgr.realkafka.protocol import (
+from connmgr_evidence.realkafka.errors import RealKafkaError
+from connmgr_evidence.realkafka.protocol import (
     ELECTION_NOT_NEEDED,
     POLL_S,
     PROBE_ERRORS,

@@ -1,7 +1,7 @@
 """What a client said on each PLAINTEXT connection the forwarders relayed: the Kafka requests
 read off the wire, with the identity fields of its ``ApiVersions`` requests (KIP-1242).
 
-A forwarder (:mod:`~connmgr.realkafka.delay`) hands every chunk it relays to a tap, one per
+A forwarder (:mod:`~connmgr_evidence.realkafka.delay`) hands every chunk it relays to a tap, one per
 connection (:meth:`DelayNetwork.set_tap`); :class:`ConnectionTrace` is such a tap. It splits
 each direction into Kafka frames (a 4-byte size, then the frame) and keeps, per request, its
 API key, version, correlation id and client id, and for ``ApiVersions`` v5+ the ``ClusterId``
@@ -28,7 +28,7 @@ from io import BytesIO
 from typing import Final
 
 from connmgr.aio.identity import API_VERSIONS_KEY, CHECK_VERSION, ApiVersionsRequest_v5
-from connmgr.realkafka.delay import DelayNetwork
+from connmgr_evidence.realkafka.delay import DelayNetwork
 
 __all__ = [
     "API_VERSIONS_KEY",

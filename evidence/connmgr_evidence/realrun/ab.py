@@ -22,8 +22,8 @@ from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.core.endpoint import Endpoint
 from connmgr.embedded import MockCluster
 from connmgr.errors import ConfigError
-from connmgr.realrun.backends import MockBackend
-from connmgr.realrun.workloads import AckClock, RealRunError, config_kwargs, new_producer
+from connmgr_evidence.realrun.backends import MockBackend
+from connmgr_evidence.realrun.workloads import AckClock, RealRunError, config_kwargs, new_producer
 
 AB_CLIENTS = ("aiokafka", "proposed")
 """The producer clients a turn can run: stock aiokafka (observed) and the proposed one."""

@@ -86,7 +86,7 @@ def unique_name(base: str) -> str:
 
 
 class KafkaBackend:
-    """A real Apache Kafka cluster (``connmgr.realkafka.KafkaCluster``), shared by runs:
+    """A real Apache Kafka cluster (``connmgr_evidence.realkafka.KafkaCluster``), shared by runs:
     groups cannot be placed, so a group name whose coordinator is the wanted broker is
     searched for; RTT cannot be injected; requests are not tracked."""
 
@@ -114,7 +114,7 @@ class KafkaBackend:
         from connmgr.errors import ConfigError
 
         # A transactional id's coordinator is the leader of its __transaction_state
-        # partition; connmgr.realkafka has no search for such an id (yet).
+        # partition; connmgr_evidence.realkafka has no search for such an id (yet).
         raise ConfigError(
             "transactional scenarios cannot be placed on a real Kafka cluster yet; "
             "use the embedded cluster"

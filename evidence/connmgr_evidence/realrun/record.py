@@ -9,11 +9,11 @@ from typing import Any
 
 from connmgr.core.policy import Policy
 from connmgr.ledger import ConnectionLedger, Life
-from connmgr.realrun.life import LifePlan
-from connmgr.realrun.restart import RestartEvent
 from connmgr.sim.result import RunResult
 from connmgr.sim.run import run_spec
 from connmgr.sim.scenarios import ScenarioSpec
+from connmgr_evidence.realrun.life import LifePlan
+from connmgr_evidence.realrun.restart import RestartEvent
 
 
 @dataclass

@@ -24,13 +24,16 @@ from connmgr.embedded import CoordinatorKeyType, MockCluster
 from connmgr.embedded.compat import MOCK_PARSE_CAPS, MockCompatShim
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger
-from connmgr.realrun.backends import ClusterBackend, MockBackend, unique_name
-from connmgr.realrun.librdkafka import run_librdkafka
-from connmgr.realrun.life import LifePlan
-from connmgr.realrun.record import RealRun
-from connmgr.realrun.restart import check_fits, rolling_restart
-from connmgr.realrun.transactional import early_leader_dials, run_txn_producer
-from connmgr.realrun.workloads import (
+from connmgr.sim.result import RunResult
+from connmgr.sim.run import prepare
+from connmgr.sim.scenarios import ScenarioSpec, on_cluster, policy_config
+from connmgr_evidence.realrun.backends import ClusterBackend, MockBackend, unique_name
+from connmgr_evidence.realrun.librdkafka import run_librdkafka
+from connmgr_evidence.realrun.life import LifePlan
+from connmgr_evidence.realrun.record import RealRun
+from connmgr_evidence.realrun.restart import check_fits, rolling_restart
+from connmgr_evidence.realrun.transactional import early_leader_dials, run_txn_producer
+from connmgr_evidence.realrun.workloads import (
     Workload,
     WorkloadInputs,
     java_needs_compat,
@@ -39,9 +42,6 @@ from connmgr.realrun.workloads import (
     run_java,
     run_producer,
 )
-from connmgr.sim.result import RunResult
-from connmgr.sim.run import prepare
-from connmgr.sim.scenarios import ScenarioSpec, on_cluster, policy_config
 
 CLIENTS = ("aiokafka", "proposed", "java", "librdkafka")
 RUN_OPTIONS: dict[str, int] = {
@@ -57,7 +57,7 @@ RUN_OPTIONS: dict[str, int] = {
 """Run-only ``--set`` keys: records to produce (and consume), how long to wait after the
 workload before measuring the steady state, whether the producer is idempotent, and how
 many transactions a transactional producer splits its records into (one starting every
-``txn_interval_ms``, a scenario parameter). A scaled life (:mod:`connmgr.realrun.life`):
+``txn_interval_ms``, a scenario parameter). A scaled life (:mod:`connmgr_evidence.realrun.life`):
 ``life_s`` seconds of wall time after the workload (0: none, the settle instead), each
 standing for ``time_scale`` seconds; ``rolling_restart=1`` restarts every broker of the
 embedded cluster in turn during it, each down ``down_ms`` (wall)."""

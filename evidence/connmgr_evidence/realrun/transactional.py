@@ -10,7 +10,7 @@ consumer half's input topic, for its group), ``commit_transaction``. Every recor
 acknowledged. The records are not read back: read_committed on the embedded mock fails for
 every client (CorruptRecordException), and what is measured here is connections.
 
-The Java client runs the same plan in its probe (:class:`connmgr.java.TransactionPlan`).
+The Java client runs the same plan in its probe (:class:`connmgr_evidence.java.TransactionPlan`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from connmgr.javalog import (
     parse_least_loaded_picks,
     parse_sent_requests,
 )
-from connmgr.realrun.workloads import (
+from connmgr_evidence.realrun.workloads import (
     AckClock,
     RealRunError,
     WorkloadInputs,

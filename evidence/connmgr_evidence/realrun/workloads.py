@@ -26,12 +26,12 @@ from connmgr.aio.observe import observed_consumer, observed_producer
 from connmgr.core.config import ClientKind, PolicyConfig
 from connmgr.errors import ConfigError, ConnMgrError
 from connmgr.javalog import parse_least_loaded_picks, parse_sent_requests
-from connmgr.realrun.backends import ClusterBackend
 from connmgr.sim.scenarios import ScenarioSpec, policy_config
+from connmgr_evidence.realrun.backends import ClusterBackend
 
 if TYPE_CHECKING:
     from connmgr.ledger import ConnectionLedger
-    from connmgr.realrun.record import RealRun
+    from connmgr_evidence.realrun.record import RealRun
 
 
 class RealRunError(ConnMgrError):
@@ -48,7 +48,7 @@ class WorkloadInputs:
     bootstrap: str
     """The client's ``bootstrap_servers``."""
     options: Mapping[str, int]
-    """The run options (``records``, ``settle_ms``, ...: ``connmgr.realrun.run.RUN_OPTIONS``)."""
+    """The run options (``records``, ``settle_ms``, ...: ``connmgr_evidence.realrun.run.RUN_OPTIONS``)."""
     policy_settings: Mapping[str, str]
     """The scenario's policy settings, as the simulator gets them."""
     verify: bool
@@ -57,7 +57,7 @@ class WorkloadInputs:
 
 Workload = Callable[[WorkloadInputs], Awaitable[None]]
 """A client's workload through a scenario: fills ``work.run``, raises
-:class:`RealRunError` if records were lost (the table is ``connmgr.realrun.run.workload_of``)."""
+:class:`RealRunError` if records were lost (the table is ``connmgr_evidence.realrun.run.workload_of``)."""
 
 
 def client_kwargs(
@@ -323,7 +323,7 @@ async def run_java(work: WorkloadInputs, version: str) -> None:
     JVM. Its ledger comes from its NetworkClient log; with ``verify`` the log, the client's
     own connection metrics and the kernel's view of the JVM's sockets must agree. It does
     not read ``work.policy_settings``."""
-    from connmgr.java import (
+    from connmgr_evidence.java import (
         TransactionPlan,
         build_probe,
         default_extra,

@@ -137,7 +137,7 @@ def restart_changes(
     to the next live broker), is back ``down_ms`` later leading nothing, and a
     preferred-leader election ``election_ms`` after that gives everything back to it.
     ``rolling-restart`` runs it over every broker; the fleet view
-    (:mod:`connmgr.bench.stages.fleet`) over a few brokers of a large cluster. Raises
+    (:mod:`connmgr_evidence.bench.stages.fleet`) over a few brokers of a large cluster. Raises
     :class:`ConfigError` unless one broker at a time is down (``interval_ms >= down_ms +
     election_ms``)."""
     if down_ms <= 0:

@@ -1,5 +1,5 @@
-"""``python -m connmgr.bench.adoption``: start a 3-broker KRaft cluster with TLS and SASL,
-measure client starts (:func:`connmgr.realkafka.adoption.measure`) and write the report.
+"""``python -m connmgr_evidence.bench.adoption``: start a 3-broker KRaft cluster with TLS and SASL,
+measure client starts (:func:`connmgr_evidence.realkafka.adoption.measure`) and write the report.
 
 A benchmark, not a test. Exit status: 0 when every drop-in start opened the lower bound and
 every start got all its records through; 1 otherwise (the report is written either way and
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from connmgr.bench.adoption.report import render, shortfalls
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.adoption import SCENARIOS, Start, as_json, measure
+from connmgr_evidence.bench.adoption.report import render, shortfalls
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.adoption import SCENARIOS, Start, as_json, measure
 
 __all__ = ["main", "parser"]
 
@@ -61,7 +61,7 @@ def _positive(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.adoption",
+        prog="python -m connmgr_evidence.bench.adoption",
         description=(
             "Client starts on a real 3-broker Kafka 4.4 cluster (KRaft, TLS and SASL_SSL "
             "listeners, RTT injected by forwarders): stock aiokafka and the drop-in, which "

@@ -1,6 +1,6 @@
-"""``python -m connmgr.bench.longrun``: see :mod:`connmgr.bench.longrun.cli`."""
+"""``python -m connmgr_evidence.bench.longrun``: see :mod:`connmgr_evidence.bench.longrun.cli`."""
 
-from connmgr.bench.longrun.cli import main
+from connmgr_evidence.bench.longrun.cli import main
 
 if __name__ == "__main__":  # importing this module (e.g. walking the package) runs nothing
     raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""``python -m connmgr.bench.longrun``: the long run from the command line.
+"""``python -m connmgr_evidence.bench.longrun``: the long run from the command line.
 
 A benchmark, not a test: it takes ``--minutes`` of client life (60 by default) plus the
 cluster's start and the clients' close, writes the report to ``--out`` and exits 0, or 1 if
@@ -13,17 +13,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from connmgr.bench.longrun.drive import run_longrun
-from connmgr.bench.longrun.plan import BROKERS, LongRunSettings
-from connmgr.bench.longrun.report import write_report
-from connmgr.java.patched import SWITCHES
+from connmgr_evidence.bench.longrun.drive import run_longrun
+from connmgr_evidence.bench.longrun.plan import BROKERS, LongRunSettings
+from connmgr_evidence.bench.longrun.report import write_report
+from connmgr_evidence.java.patched import SWITCHES
 
 __all__ = ["main", "parser"]
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.longrun",
+        prog="python -m connmgr_evidence.bench.longrun",
         description=(
             "The long run: kafka-clients 4.3.1 stock and patched (with "
             + ", ".join(f"{k}={v}" for k, v in SWITCHES.items())

@@ -2,7 +2,7 @@
 the life, the rolling restart and the port move on schedule, the kernel and the brokers'
 JMX sampled throughout, and the topics read back at the end.
 
-Threads: one per client (each drives its probe JVM through :func:`connmgr.java.run_probe`),
+Threads: one per client (each drives its probe JVM through :func:`connmgr_evidence.java.run_probe`),
 the kernel sampler, the JMX poller's reader; the phases run on the caller's thread. A phase
 that fails is recorded (the clients live on and the run is reported, with the failure, and
 the CLI exits non-zero); the later phases are then skipped.
@@ -24,17 +24,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from connmgr.bench.longrun.lives import ConnLife, connection_lives
-from connmgr.bench.longrun.plan import (
+from connmgr_evidence.bench.longrun.lives import ConnLife, connection_lives
+from connmgr_evidence.bench.longrun.plan import (
     BROKERS,
     PARTITIONS,
     ClientSpec,
     LongRunSettings,
     client_specs,
 )
-from connmgr.bench.longrun.records import RecordCheck, check_records, read_topic
-from connmgr.bench.longrun.sampling import KernelSampler, SocketRow
-from connmgr.java import (
+from connmgr_evidence.bench.longrun.records import RecordCheck, check_records, read_topic
+from connmgr_evidence.bench.longrun.sampling import KernelSampler, SocketRow
+from connmgr_evidence.java import (
     JavaRun,
     KernelSample,
     ProbeBuild,
@@ -44,8 +44,8 @@ from connmgr.java import (
     kernel_sockets,
     run_probe,
 )
-from connmgr.java.jmx import BrokerJmxPoller, BrokerReading
-from connmgr.realkafka import KAFKA_VERSION, BrokerMove, KafkaCluster
+from connmgr_evidence.java.jmx import BrokerJmxPoller, BrokerReading
+from connmgr_evidence.realkafka import KAFKA_VERSION, BrokerMove, KafkaCluster
 
 __all__ = ["ClientOutcome", "LongRunResult", "PhaseEvent", "run_longrun"]
 

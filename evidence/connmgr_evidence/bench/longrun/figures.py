@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
-from connmgr.bench.longrun.drive import LongRunResult, PhaseEvent
-from connmgr.bench.longrun.summary import (
+from connmgr_evidence.bench.longrun.drive import LongRunResult, PhaseEvent
+from connmgr_evidence.bench.longrun.summary import (
     BURST_TAIL_S,
     ROLES,
     ClientFigures,

@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Final
 
 from connmgr.core.identity import Role
-from connmgr.java.accounting import role_of
 from connmgr.javalog import parse_connection_event
+from connmgr_evidence.java.accounting import role_of
 
 __all__ = ["ConnLife", "connection_lives", "open_at", "seconds_since"]
 
@@ -70,7 +70,7 @@ def connection_lives(
     whatever is still open ends then with reason ``client close``.
 
     A line about a node with no open connection (a disconnect of a dial already ended) is
-    ignored, as :func:`connmgr.java.accounting.build_ledger` ignores it."""
+    ignored, as :func:`connmgr_evidence.java.accounting.build_ledger` ignores it."""
     lives: list[ConnLife] = []
     current: dict[str, int] = {}  # node id as printed -> index of its open connection
     for line in lines:

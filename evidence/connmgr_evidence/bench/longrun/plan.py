@@ -44,7 +44,7 @@ PARTITIONS: Final = len(BROKERS)
 @dataclass(frozen=True, slots=True)
 class Variant:
     """A client build: ``slug`` names its topics, groups and rows; ``version`` is what
-    :func:`connmgr.java.build_probe` builds."""
+    :func:`connmgr_evidence.java.build_probe` builds."""
 
     slug: str
     version: str
@@ -153,7 +153,7 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class ClientSpec:
-    """One client of one variant: what :func:`connmgr.java.run_probe` is given."""
+    """One client of one variant: what :func:`connmgr_evidence.java.run_probe` is given."""
 
     variant: Variant
     name: str
@@ -177,7 +177,7 @@ def client_specs(
 ) -> list[ClientSpec]:
     """The seven clients of ``variant`` (see the module doc), in :data:`CLIENT_NAMES` order.
     ``security`` is the SASL_SSL listener's client settings, ``defaults`` each kind's
-    :func:`connmgr.java.default_extra` for the variant's version (the patched one's
+    :func:`connmgr_evidence.java.default_extra` for the variant's version (the patched one's
     switches); both go into every client's settings, then its own."""
 
     def extra(kind: ClientKind, name: str, **own: str) -> dict[str, str]:

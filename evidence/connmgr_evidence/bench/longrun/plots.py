@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench.longrun.drive import PhaseEvent
-from connmgr.bench.report import plots as bench_plots
+from connmgr_evidence.bench.longrun.drive import PhaseEvent
+from connmgr_evidence.bench.report import plots as bench_plots
 
 __all__ = ["VARIANT_COLOURS", "handshakes_over_time", "sockets_by_broker", "sockets_by_client"]
 

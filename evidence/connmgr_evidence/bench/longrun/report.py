@@ -13,13 +13,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.longrun import plots
-from connmgr.bench.longrun.drive import LongRunResult
-from connmgr.bench.longrun.figures import RunFigures, figures
-from connmgr.bench.longrun.records import RecordCheck
-from connmgr.bench.longrun.summary import BURST_TAIL_S, ROLES, broker_series, jmx_series
-from connmgr.java.jmx import ATTRIBUTES
-from connmgr.java.patched import SWITCHES
+from connmgr_evidence.bench.longrun import plots
+from connmgr_evidence.bench.longrun.drive import LongRunResult
+from connmgr_evidence.bench.longrun.figures import RunFigures, figures
+from connmgr_evidence.bench.longrun.records import RecordCheck
+from connmgr_evidence.bench.longrun.summary import BURST_TAIL_S, ROLES, broker_series, jmx_series
+from connmgr_evidence.java.jmx import ATTRIBUTES
+from connmgr_evidence.java.patched import SWITCHES
 
 __all__ = ["write_report"]
 
@@ -154,7 +154,7 @@ def _page(result: LongRunResult, figs: RunFigures) -> list[str]:
         f"Run from {result.started_at:%Y-%m-%d %H:%M:%S} to {result.finished_at:%H:%M:%S} "
         f"local time ({took.total_seconds() / 60:.1f} min of client life and close; the "
         f"cluster started in {result.cluster_start_s:.0f} s before that). Command: "
-        "`python -m connmgr.bench.longrun "
+        "`python -m connmgr_evidence.bench.longrun "
         f"--minutes {s.minutes:g} --start-s {s.start_s:g} --rtt-ms {s.rtt_ms:g} "
         f"--sample-s {s.sample_s:g}`. Every client lived until {s.start_s:g} s + "
         f"{s.minutes:g} min after the launch, whenever its JVM had started.",

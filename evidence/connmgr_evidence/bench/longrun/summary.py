@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Final
 
-from connmgr.bench.longrun.lives import ConnLife, open_at
-from connmgr.bench.longrun.sampling import SocketRow
 from connmgr.core.identity import Role
-from connmgr.java.jmx import BrokerReading
+from connmgr_evidence.bench.longrun.lives import ConnLife, open_at
+from connmgr_evidence.bench.longrun.sampling import SocketRow
+from connmgr_evidence.java.jmx import BrokerReading
 
 __all__ = [
     "BURST_TAIL_S",

@@ -2,14 +2,14 @@
 the summaries the report is made of.
 
 Pairing: a ``proposed`` row is paired with every other policy's row of the same
-``(kind, point, repeat)``, and the subject of each of :data:`~connmgr.bench.report.metrics.PAIRS`
+``(kind, point, repeat)``, and the subject of each of :data:`~connmgr_evidence.bench.report.metrics.PAIRS`
 (the patched kafka-clients) with its baseline's row. Each pair gives ratios subject /
 baseline (0/0 = 1; x/0 = inf, worse); each ``(kind, point, subject, baseline)`` gets, over
 its pairs, the median of every metric on both sides, the median ratio and the ratio's min
-and max, and the flags of the regression rules (:mod:`connmgr.bench.report.metrics`).
+and max, and the flags of the regression rules (:mod:`connmgr_evidence.bench.report.metrics`).
 
 Only aggregated rows come back to the driver (no pandas), as the typed values of
-:mod:`connmgr.bench.report.summaries`; the sweep's per-point comparisons, which can be many, are
+:mod:`connmgr_evidence.bench.report.summaries`; the sweep's per-point comparisons, which can be many, are
 streamed to Parquet instead (:func:`write_sweep_points`).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from connmgr.bench.report.metrics import (
+from connmgr_evidence.bench.report.metrics import (
     LIFE_METRICS,
     METRICS,
     MIN_TIMED_PAIRS,
@@ -34,7 +34,7 @@ from connmgr.bench.report.metrics import (
     TIMING_METRICS,
     TIMING_SLACK_MS,
 )
-from connmgr.bench.report.summaries import (
+from connmgr_evidence.bench.report.summaries import (
     Aggregates,
     BaselineHeadline,
     BrokerSockets,
@@ -44,10 +44,10 @@ from connmgr.bench.report.summaries import (
     RoleSockets,
     SweepSaving,
 )
-from connmgr.bench.report.table import arrow_schema
-from connmgr.bench.report.tables import COMPARISON_COLUMNS
-from connmgr.bench.results import schema
-from connmgr.bench.results.schema import PAIR_KEYS, POINT_PARAMS
+from connmgr_evidence.bench.report.table import arrow_schema
+from connmgr_evidence.bench.report.tables import COMPARISON_COLUMNS
+from connmgr_evidence.bench.results import schema
+from connmgr_evidence.bench.results.schema import PAIR_KEYS, POINT_PARAMS
 
 T = TypeVar("T")
 
@@ -163,7 +163,7 @@ def _int_sum(col: str) -> Any:
 
 def gather(df: Any, summary: Any) -> Aggregates:
     """Every aggregate the report needs, collected to the driver (all small): ``df`` is
-    :func:`~connmgr.bench.report.load.load_results`'s, ``summary`` :func:`pair_summary`'s."""
+    :func:`~connmgr_evidence.bench.report.load.load_results`'s, ``summary`` :func:`pair_summary`'s."""
     from pyspark.sql import functions as F
 
     not_sweep = F.col("kind") != schema.Kind.SWEEP.value

@@ -2,24 +2,24 @@
 
 Input (``RUN_DIR``):
 
-- ``results/*.parquet``: rows of the results schema (:mod:`connmgr.bench.results.schema`), as files
+- ``results/*.parquet``: rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`), as files
   or as Spark-written dataset directories;
 - ``micro/*.json`` (optional): pytest-benchmark ``--benchmark-json`` files.
 
 The job runs its stages in order, each a module of its own, with typed values between them:
 
-1. load and check (:mod:`connmgr.bench.report.load`, :mod:`connmgr.bench.report.micro`):
+1. load and check (:mod:`connmgr_evidence.bench.report.load`, :mod:`connmgr_evidence.bench.report.micro`):
    everything is checked before anything is compared; broken input raises
-   :class:`~connmgr.bench.results.schema.ResultsError` naming the file and the problem;
-2. aggregate in Spark (:mod:`connmgr.bench.report.aggregation`): pairs, medians, ratios and the
-   regression flags (rules in :mod:`connmgr.bench.report.metrics`), collected as the values of
-   :mod:`connmgr.bench.report.summaries`;
-3. the stated costs (:mod:`connmgr.bench.report.stated`): the flagged differences that a stated cost
+   :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the problem;
+2. aggregate in Spark (:mod:`connmgr_evidence.bench.report.aggregation`): pairs, medians, ratios and the
+   regression flags (rules in :mod:`connmgr_evidence.bench.report.metrics`), collected as the values of
+   :mod:`connmgr_evidence.bench.report.summaries`;
+3. the stated costs (:mod:`connmgr_evidence.bench.report.stated`): the flagged differences that a stated cost
    of the proposal (:data:`connmgr.costs.STATED_COSTS`) covers are set apart from the
    regressions;
-4. the tables (:mod:`connmgr.bench.report.tables`, written by
-   :mod:`connmgr.bench.report.table`), the plots (:mod:`connmgr.bench.report.plots`) and the
-   page (:mod:`connmgr.bench.report.page`).
+4. the tables (:mod:`connmgr_evidence.bench.report.tables`, written by
+   :mod:`connmgr_evidence.bench.report.table`), the plots (:mod:`connmgr_evidence.bench.report.plots`) and the
+   page (:mod:`connmgr_evidence.bench.report.page`).
 
 The names tests and callers import from here (``load_results``, ``pair_summary``, ...) are
 re-exported from those modules.
@@ -33,27 +33,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report import plots, stated, tables
-from connmgr.bench.report.aggregation import (
+from connmgr.errors import ConfigError
+from connmgr_evidence.bench.report import plots, stated, tables
+from connmgr_evidence.bench.report.aggregation import (
     BROKER_BUCKETS,
     gather,
     pair_summary,
     write_sweep_points,
 )
-from connmgr.bench.report.load import NON_NEGATIVE, POSITIVE, load_results, result_files
-from connmgr.bench.report.metrics import TIMING_SLACK_MS
-from connmgr.bench.report.micro import MicroBenchmark, load_micro
-from connmgr.bench.report.page import (
+from connmgr_evidence.bench.report.load import NON_NEGATIVE, POSITIVE, load_results, result_files
+from connmgr_evidence.bench.report.metrics import TIMING_SLACK_MS
+from connmgr_evidence.bench.report.micro import MicroBenchmark, load_micro
+from connmgr_evidence.bench.report.page import (
     Page,
     headline_markdown,
     regressions_markdown,
     render_index,
     what_ran_markdown,
 )
-from connmgr.bench.report.plots import ExtraPlot
-from connmgr.bench.report.summaries import BaselineHeadline, Regression, regressions_of
-from connmgr.bench.report.table import Table, TableFiles, write_table
-from connmgr.errors import ConfigError
+from connmgr_evidence.bench.report.plots import ExtraPlot
+from connmgr_evidence.bench.report.summaries import BaselineHeadline, Regression, regressions_of
+from connmgr_evidence.bench.report.table import Table, TableFiles, write_table
 
 __all__ = [
     "BROKER_BUCKETS",
@@ -146,7 +146,7 @@ def run_comparison(
     linger and fleet stages'); ``extra_plots`` are drawn after the others (the linger and
     fleet stages');
     ``extra_headline`` are headline rows and ``extra_life_costs`` ``life-costs`` rows from
-    elsewhere (the real clients' scaled lives, :mod:`connmgr.bench.stages.life`);
+    elsewhere (the real clients' scaled lives, :mod:`connmgr_evidence.bench.stages.life`);
     ``regenerate`` replaces that section's text. Raises :class:`ResultsError`
     on broken input, before writing anything; returns the :class:`Comparison`, whose
     ``regressions`` (the flagged differences no stated cost covers) decide the exit
@@ -293,8 +293,8 @@ def _regenerate_text(run_dir: Path, out: Path, tolerance: float) -> str:
         "`micro/*.json`). To rebuild it:\n\n"
         "```python\n"
         "from pathlib import Path\n"
-        "from connmgr.bench.report.compare import run_comparison\n"
-        "from connmgr.bench.runtime.spark import spark_session\n\n"
+        "from connmgr_evidence.bench.report.compare import run_comparison\n"
+        "from connmgr_evidence.bench.runtime.spark import spark_session\n\n"
         f'run_comparison(spark_session(), Path("{run_dir}"), Path("{out}"), '
         f"tolerance={tolerance!r})\n"
         "```"

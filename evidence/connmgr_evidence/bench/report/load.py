@@ -1,9 +1,9 @@
 """A run's results, read and checked before anything is compared.
 
 Input: ``RUN_DIR/results/*.parquet``, rows of the results schema
-(:mod:`connmgr.bench.results.schema`), as files or as Spark-written dataset directories.
+(:mod:`connmgr_evidence.bench.results.schema`), as files or as Spark-written dataset directories.
 Broken input raises
-:class:`~connmgr.bench.results.schema.ResultsError` naming the file and the problem: no results, an
+:class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the problem: no results, an
 unreadable file, a file of another schema, an impossible value, a duplicated row, a result
 with nothing to pair with (a ``proposed`` row is paired with every other policy's row of the
 same ``(kind, point, repeat)``).
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from connmgr.bench.report.metrics import PROPOSED
-from connmgr.bench.results import schema
-from connmgr.bench.results.schema import PAIR_KEYS, POINT_PARAMS, ResultsError
+from connmgr_evidence.bench.report.metrics import PROPOSED
+from connmgr_evidence.bench.results import schema
+from connmgr_evidence.bench.results.schema import PAIR_KEYS, POINT_PARAMS, ResultsError
 
 NON_NEGATIVE = (
     "repeat",

@@ -1,7 +1,7 @@
 """The micro-benchmarks of a run: pytest-benchmark ``--benchmark-json`` files, read and
 checked.
 
-Broken input raises :class:`~connmgr.bench.results.schema.ResultsError` naming the file and the
+Broken input raises :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the
 benchmark at fault. A benchmark's policy is ``params['policy']``, else its single string
 parameter, else the ``[...]`` of its name.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from connmgr.bench.results.schema import ResultsError
+from connmgr_evidence.bench.results.schema import ResultsError
 
 
 @dataclass(frozen=True)

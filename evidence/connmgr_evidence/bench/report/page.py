@@ -13,15 +13,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connmgr.bench.report.metrics import (
+from connmgr_evidence.bench.report.metrics import (
     HISTORY_BASELINES,
     JAVA_PATCHED,
     JAVA_STOCK,
     MIN_TIMED_PAIRS,
 )
-from connmgr.bench.report.micro import MicroFile
-from connmgr.bench.report.summaries import KindSummary, Regression
-from connmgr.bench.report.table import Table, TableFiles, format_number, markdown_table
+from connmgr_evidence.bench.report.micro import MicroFile
+from connmgr_evidence.bench.report.summaries import KindSummary, Regression
+from connmgr_evidence.bench.report.table import Table, TableFiles, format_number, markdown_table
 
 EMBED_MAX_ROWS = 100
 """A table longer than this is linked from ``index.md`` rather than shown in it."""
@@ -42,7 +42,7 @@ class Page:
     extra_sections: Sequence[tuple[str, str]] = field(default_factory=tuple)
     regenerate: str = ""
     stated: str = ""
-    """The "Stated costs" section (:mod:`connmgr.bench.report.stated`); left out when empty."""
+    """The "Stated costs" section (:mod:`connmgr_evidence.bench.report.stated`); left out when empty."""
 
 
 def render_index(page: Page, out: Path) -> str:

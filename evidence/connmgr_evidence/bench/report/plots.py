@@ -1,7 +1,7 @@
 """The report's plots, drawn headless (matplotlib's Agg canvas, no pyplot state).
 
 Each function takes rows already aggregated by the Spark job (the typed values of
-:mod:`connmgr.bench.report.summaries`), writes one PNG
+:mod:`connmgr_evidence.bench.report.summaries`), writes one PNG
 and returns its path, or returns None when the rows hold nothing to draw. Colours are fixed
 per policy across plots: the proposal is always the first colour.
 
@@ -20,9 +20,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from connmgr.bench.report.metrics import PROPOSED
-from connmgr.bench.report.summaries import BrokerSockets, ClientTimings, RoleSockets, SweepSaving
-from connmgr.bench.results.schema import ROLES
+from connmgr_evidence.bench.report.metrics import PROPOSED
+from connmgr_evidence.bench.report.summaries import (
+    BrokerSockets,
+    ClientTimings,
+    RoleSockets,
+    SweepSaving,
+)
+from connmgr_evidence.bench.results.schema import ROLES
 
 ExtraPlot = tuple[str, str, str, Callable[[Path], Path | None]]
 """(name, title, caption, draw): a plot a stage contributes to the report; ``draw`` writes
@@ -455,7 +460,7 @@ def _pct(x: float | None) -> float:
 
 
 def _parse_point(point: str) -> tuple[str, dict[str, str]]:
-    """``scenario[k=v,...]`` (:func:`connmgr.bench.results.rows.point_text`) as (scenario,
+    """``scenario[k=v,...]`` (:func:`connmgr_evidence.bench.results.rows.point_text`) as (scenario,
     {k: v}); a text in another form is all scenario."""
     scenario, bracket, rest = point.partition("[")
     if not bracket or not rest.endswith("]"):

@@ -1,7 +1,7 @@
 """The comparison's aggregates as typed values: what the Spark stage
-(:mod:`connmgr.bench.report.aggregation`) hands to the tables, the plots and the page.
+(:mod:`connmgr_evidence.bench.report.aggregation`) hands to the tables, the plots and the page.
 
-Each row type is a frozen dataclass and a :class:`~connmgr.bench.results.record.Record`: its fields'
+Each row type is a frozen dataclass and a :class:`~connmgr_evidence.bench.results.record.Record`: its fields'
 annotations declare its columns once, and from them come the report tables' columns and
 types, the record built from one collected Spark row (``from_record``, which takes the
 columns it names and ignores the rest) and the flat record (``record``) whose keys are the
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from connmgr.bench.report.metrics import METRICS, PROPOSED, RULED_METRICS, regression_rules
-from connmgr.bench.results.record import (
+from connmgr_evidence.bench.report.metrics import METRICS, PROPOSED, RULED_METRICS, regression_rules
+from connmgr_evidence.bench.results.record import (
     TEXTS,
     Count,
     Flag,
@@ -28,7 +28,7 @@ from connmgr.bench.results.record import (
     Record,
     Text,
 )
-from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS, ROLES
+from connmgr_evidence.bench.results.schema import DOUBLE, LIFE_COLUMNS, ROLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +70,17 @@ class MetricSummary(Record):
 class PairSummary(Record):
     """A subject against one baseline at one (kind, point), over the paired repeats: the
     proposal against each other policy, or a pair of
-    :data:`~connmgr.bench.report.metrics.PAIRS` (the patched kafka-clients against its
+    :data:`~connmgr_evidence.bench.report.metrics.PAIRS` (the patched kafka-clients against its
     release). The metrics' ``proposed`` side is the subject's. Its columns are the
     ``comparison`` table's: the point's (its parameters are
-    :data:`~connmgr.bench.results.schema.POINT_PARAMS`), ``<m>_proposed`` ... ``<m>_ratio_max`` per
+    :data:`~connmgr_evidence.bench.results.schema.POINT_PARAMS`), ``<m>_proposed`` ... ``<m>_ratio_max`` per
     metric, ``worse_<m>`` per ruled metric and ``regressed``."""
 
     kind: Text
     scenario: Text
     point: Text
     subject: Text
-    """``proposed``, or the subject of one of :data:`~connmgr.bench.report.metrics.PAIRS`."""
+    """``proposed``, or the subject of one of :data:`~connmgr_evidence.bench.report.metrics.PAIRS`."""
     baseline: Text
     client: Text
     brokers: Count
@@ -91,7 +91,7 @@ class PairSummary(Record):
     rtt_ms: Real
     repeats: Count
     metrics: Annotated[Mapping[str, MetricSummary], Keyed(METRICS, "{}_", MetricSummary)]
-    """Every one of :data:`~connmgr.bench.report.metrics.METRICS`."""
+    """Every one of :data:`~connmgr_evidence.bench.report.metrics.METRICS`."""
     worse: Annotated[tuple[str, ...], Flags(RULED_METRICS, "worse_{}")]
     """The ruled metrics on which the subject regresses, in ``RULED_METRICS`` order."""
     regressed: Flag
@@ -232,7 +232,7 @@ class Regression(Record):
     rule: Text
     subject: Text = PROPOSED
     """Whose median ``proposed`` is: the proposal, or a subject of
-    :data:`~connmgr.bench.report.metrics.PAIRS`."""
+    :data:`~connmgr_evidence.bench.report.metrics.PAIRS`."""
 
     def __str__(self) -> str:
         return (
@@ -319,7 +319,7 @@ def regressions_of(
 ) -> list[Regression]:
     """The regressions flagged on comparison rows (a :class:`PairSummary`, or a row of
     ``pair_summary`` as a mapping with its ``worse_<metric>`` flags), in row order and then
-    :data:`~connmgr.bench.report.metrics.RULED_METRICS` order."""
+    :data:`~connmgr_evidence.bench.report.metrics.RULED_METRICS` order."""
     found = []
     for row in rows:
         r = row if isinstance(row, PairSummary) else PairSummary.from_record(row)

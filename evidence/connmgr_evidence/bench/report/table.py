@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.results.schema import ColumnType
+from connmgr_evidence.bench.results.schema import ColumnType
 
 MISSING = "—"
 """How a Markdown cell shows a null."""

@@ -1,8 +1,8 @@
 """The comparison report's tables, built from the typed aggregates
-(:mod:`connmgr.bench.report.summaries`) and the micro-benchmarks
-(:mod:`connmgr.bench.report.micro`).
+(:mod:`connmgr_evidence.bench.report.summaries`) and the micro-benchmarks
+(:mod:`connmgr_evidence.bench.report.micro`).
 
-Each builder returns a :class:`~connmgr.bench.report.table.Table` whose rows are sorted so that a
+Each builder returns a :class:`~connmgr_evidence.bench.report.table.Table` whose rows are sorted so that a
 report is a function of its input alone (nulls last). Nothing here needs Spark.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from connmgr.bench.report.metrics import (
+from connmgr_evidence.bench.report.metrics import (
     JAVA_PATCHED,
     JAVA_STOCK,
     LIFE_METRICS,
@@ -19,8 +19,8 @@ from connmgr.bench.report.metrics import (
     SOCKET_METRICS,
     TIMING_METRICS,
 )
-from connmgr.bench.report.micro import MicroBenchmark
-from connmgr.bench.report.summaries import (
+from connmgr_evidence.bench.report.micro import MicroBenchmark
+from connmgr_evidence.bench.report.summaries import (
     BaselineHeadline,
     BrokerSockets,
     KindSummary,
@@ -33,8 +33,8 @@ from connmgr.bench.report.summaries import (
     SimulatorSpeed,
     SweepSaving,
 )
-from connmgr.bench.report.table import Table, make_table
-from connmgr.bench.results.schema import LIFE_COLUMNS, ROLES
+from connmgr_evidence.bench.report.table import Table, make_table
+from connmgr_evidence.bench.results.schema import LIFE_COLUMNS, ROLES
 
 COMPARISON_COLUMNS = PairSummary.columns()
 """One row per (kind, point, subject, baseline): medians over the paired repeats (the
@@ -47,7 +47,7 @@ _ROLE_POINT = ("kind", "scenario", "brokers", "point", "policy", "repeats")
 
 def _proposal(rows: Iterable[PairSummary]) -> list[PairSummary]:
     """The proposal's pairs: the tables about the proposal leave the other subjects'
-    (:data:`~connmgr.bench.report.metrics.PAIRS`) to the ``comparison`` and ``latency`` tables."""
+    (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`) to the ``comparison`` and ``latency`` tables."""
     return [r for r in rows if r.subject == PROPOSED]
 
 
@@ -227,8 +227,8 @@ def brokers_table(rows: Iterable[BrokerSockets]) -> Table:
 def latency_table(rows: Iterable[PairSummary]) -> Table:
     """One row per (timing metric, kind, point, subject, baseline) that has the timing: the
     proposal against every real client, and the patched kafka-clients against its release
-    (:data:`~connmgr.bench.report.metrics.PAIRS`); a ratio only for a same-runtime pair
-    (:data:`~connmgr.bench.report.metrics.SAME_RUNTIME`)."""
+    (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`); a ratio only for a same-runtime pair
+    (:data:`~connmgr_evidence.bench.report.metrics.SAME_RUNTIME`)."""
     long = [
         Latency(
             m,

@@ -4,7 +4,7 @@ A report's result (a comparison, a headline row, a regression ...) is a frozen d
 that subclasses :class:`Record`; each field's annotation says which columns it stands for:
 
 - a plain column: ``kind: Text``, ``points: Count``, ``ratio: MaybeReal``, ``regressed:
-  Flag`` (the aliases below carry the :class:`~connmgr.bench.results.schema.ColumnType`);
+  Flag`` (the aliases below carry the :class:`~connmgr_evidence.bench.results.schema.ColumnType`);
 - one column per key of a mapping: ``Annotated[Mapping[str, float | None], Keyed(ROLES,
   "opened_{}", DOUBLE)]`` (or a nested record per key, whose columns are suffixed);
 - one boolean column per key of a set of flags: ``Annotated[tuple[str, ...], Flags(KEYS,
@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Self, get_args, get_origin, get_type_hints
 
-from connmgr.bench.results.schema import BOOL, DOUBLE, LONG, STRING, ColumnType
+from connmgr_evidence.bench.results.schema import BOOL, DOUBLE, LONG, STRING, ColumnType
 
 Columns = tuple[tuple[str, ColumnType], ...]
-"""(name, type) per column, in order: what a :class:`~connmgr.bench.report.table.Table` takes."""
+"""(name, type) per column, in order: what a :class:`~connmgr_evidence.bench.report.table.Table` takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +195,7 @@ def _declared(cls: type[Record]) -> tuple[tuple[str, Spec], ...]:
         if spec is None:
             raise TypeError(
                 f"{cls.__name__}.{f.name}: annotate it with its column (Text, Count, Real, "
-                "Keyed(...), ... from connmgr.bench.results.record)"
+                "Keyed(...), ... from connmgr_evidence.bench.results.record)"
             )
         found.append((f.name, spec))
     return tuple(found)

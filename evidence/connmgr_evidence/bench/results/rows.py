@@ -1,4 +1,4 @@
-"""Rows of the results schema (:mod:`connmgr.bench.results.schema`) from runs, with run metadata.
+"""Rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`) from runs, with run metadata.
 
 A row carries who produced it (git commit, versions, machine) so that a figure in a report
 can be traced back to the code and the machine that measured it.
@@ -18,7 +18,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.results.schema import (
+from connmgr.core.config import ClientKind
+from connmgr.ledger import Life
+from connmgr.sim.result import RunResult
+from connmgr.sim.scenarios import ScenarioSpec
+from connmgr_evidence.bench.results.schema import (
     LIFE_COLUMNS,
     ROLES,
     SCHEMA_VERSION,
@@ -26,10 +30,6 @@ from connmgr.bench.results.schema import (
     check_row,
     json_text,
 )
-from connmgr.core.config import ClientKind
-from connmgr.ledger import Life
-from connmgr.sim.result import RunResult
-from connmgr.sim.scenarios import ScenarioSpec
 
 _PACKAGES = ("kafka-connmgr", "aiokafka", "confluent-kafka", "pyspark", "pyarrow", "hypothesis")
 

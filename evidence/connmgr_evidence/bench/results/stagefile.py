@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.results.schema import ResultsError
+from connmgr_evidence.bench.results.schema import ResultsError
 
 
 def write_stage(raw: Path, name: str, data: Mapping[str, Any]) -> Path:

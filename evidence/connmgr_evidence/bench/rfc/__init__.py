@@ -1,4 +1,4 @@
-"""The RFC's figures, generated from a benchmark report (``python -m connmgr.bench.rfc``).
+"""The RFC's figures, generated from a benchmark report (``python -m connmgr_evidence.bench.rfc``).
 
 Every measured number in ``proposal/rfc.md``, in its appendices (``docs/rfc-appendix-*.md``,
 :func:`appendices`) and in the other proposals sits between markers this module owns, so it
@@ -18,7 +18,7 @@ it), except those that come from the code or the repository: the connection stat
 (``docs/java-2.1.0-claims.md``) and the stated costs (:data:`connmgr.costs.STATED_COSTS`,
 measured from the report's ``comparison`` table, so that a report written before its
 ``stated-costs`` table existed gives them too). The ``regressions`` figure leaves out the
-rows a stated cost covers, as the comparison now does (:mod:`connmgr.bench.report.stated`).
+rows a stated cost covers, as the comparison now does (:mod:`connmgr_evidence.bench.report.stated`).
 ``tests/test_rfc.py`` fails if the committed RFC differs from what its cited report gives.
 """
 
@@ -33,15 +33,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report.stated import stated_costs_table
-from connmgr.bench.report.table import format_cell, markdown_table
-from connmgr.bench.results.schema import ColumnType, ResultsError
-from connmgr.bench.rfc.report import REPORTS as REPORTS
-from connmgr.bench.rfc.report import RFC as RFC
-from connmgr.bench.rfc.report import ROOT, Report, RfcError, latest_report
-from connmgr.bench.rfc.values import REAL_POINTS as REAL_POINTS
-from connmgr.bench.rfc.values import VALUES as VALUES
-from connmgr.bench.rfc.values import is_stated
+from connmgr_evidence.bench.report.stated import stated_costs_table
+from connmgr_evidence.bench.report.table import format_cell, markdown_table
+from connmgr_evidence.bench.results.schema import ColumnType, ResultsError
+from connmgr_evidence.bench.rfc.report import REPORTS as REPORTS
+from connmgr_evidence.bench.rfc.report import RFC as RFC
+from connmgr_evidence.bench.rfc.report import ROOT, Report, RfcError, latest_report
+from connmgr_evidence.bench.rfc.values import REAL_POINTS as REAL_POINTS
+from connmgr_evidence.bench.rfc.values import VALUES as VALUES
+from connmgr_evidence.bench.rfc.values import is_stated
 
 CLAIMS = ROOT / "docs" / "java-2.1.0-claims.md"
 
@@ -139,7 +139,7 @@ def _real_sockets(report: Report) -> str:
 def _claims(_: Report) -> str:
     text = CLAIMS.read_text()
     table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
-    return f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` (`python -m connmgr.java.claims`).*"
+    return f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` (`python -m connmgr_evidence.java.claims`).*"
 
 
 def _stated_costs(report: Report) -> str:
@@ -316,7 +316,9 @@ def render(text: str, report_dir: Path, rfc_path: Path = RFC) -> str:
         | {m.group(1) or m.group(2) for m in _VALUE.finditer(text)} - set(VALUES)
     )
     if unknown:
-        raise RfcError(f"{rfc_path}: unknown markers {unknown}; known: see connmgr.bench.rfc")
+        raise RfcError(
+            f"{rfc_path}: unknown markers {unknown}; known: see connmgr_evidence.bench.rfc"
+        )
 
     def figure(m: re.Match[str]) -> str:
         name = m.group(1)
@@ -414,7 +416,7 @@ def refresh(report_dir: Path, rfc_path: Path = RFC) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.rfc",
+        prog="python -m connmgr_evidence.bench.rfc",
         description="Fill the RFC's generated figures and numbers from a benchmark report "
         "(default: the newest run under reports/ that has a report).",
     )
@@ -441,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = args.report or latest_report()
         changed = refresh(report, args.rfc)
     except (RfcError, ResultsError, OSError) as e:
-        print(f"connmgr.bench.rfc: {e}", file=sys.stderr)
+        print(f"connmgr_evidence.bench.rfc: {e}", file=sys.stderr)
         return 2
     print(f"{args.rfc}: {'refreshed from' if changed else 'already matches'} {report}")
     return 0

@@ -1,6 +1,6 @@
-"""``python -m connmgr.bench.rfc``: see :func:`connmgr.bench.rfc.main`."""
+"""``python -m connmgr_evidence.bench.rfc``: see :func:`connmgr_evidence.bench.rfc.main`."""
 
-from connmgr.bench.rfc import main
+from connmgr_evidence.bench.rfc import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The benchmark report as the RFC reads it: :class:`Report` (a report directory's tables,
 its stage files and ``index.md`` sections) and where the checkout keeps the RFC and reports
-(:mod:`connmgr.bench.rfc` fills the RFC from it)."""
+(:mod:`connmgr_evidence.bench.rfc` fills the RFC from it)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report.table import format_cell
-from connmgr.bench.results.schema import ColumnType, ResultsError
-from connmgr.bench.results.stagefile import read_stage
 from connmgr.errors import ConfigError
+from connmgr_evidence.bench.report.table import format_cell
+from connmgr_evidence.bench.results.schema import ColumnType, ResultsError
+from connmgr_evidence.bench.results.stagefile import read_stage
 
 ROOT = Path(__file__).resolve().parents[4]
 RFC = ROOT / "proposal" / "rfc.md"
@@ -87,7 +87,7 @@ class Report:
 
     def stage(self, name: str) -> dict[str, Any]:
         """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings), read
-        as the comparison reads it (:func:`~connmgr.bench.results.stagefile.read_stage`)."""
+        as the comparison reads it (:func:`~connmgr_evidence.bench.results.stagefile.read_stage`)."""
         found = read_stage(self.path / "raw", f"{name}.json", ("settings",), f"{name}-stage")
         if found is None:
             raise RfcError(f"{self.path / 'raw' / name}.json: no such stage file in the report")

@@ -1,16 +1,16 @@
 """The numbers the RFC's sentences cite (``<!--v:NAME-->``), by name: what report table,
-column and row each one reads (:mod:`connmgr.bench.rfc` renders them)."""
+column and row each one reads (:mod:`connmgr_evidence.bench.rfc` renders them)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from connmgr.bench.report.table import format_cell
-from connmgr.bench.results.schema import ColumnType
-from connmgr.bench.rfc.report import Report, RfcError
-from connmgr.bench.stages.sweep import SWEEP_POLICIES
 from connmgr.costs import STATED_COSTS, covering
+from connmgr_evidence.bench.report.table import format_cell
+from connmgr_evidence.bench.results.schema import ColumnType
+from connmgr_evidence.bench.rfc.report import Report, RfcError
+from connmgr_evidence.bench.stages.sweep import SWEEP_POLICIES
 
 REAL_POINTS = (
     "big-producer[brokers=3,coordinator=auto,rtt_ms=0.0]",

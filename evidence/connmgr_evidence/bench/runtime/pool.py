@@ -1,7 +1,7 @@
 """The process pools of the main job's CPU-bound stages (simulated grid, linger, properties).
 
 They run beside the scaled real lives, which run on a thread of the same process
-(:class:`~connmgr.bench.stages.Phase`). So the pools are *spawned*, not forked (that thread
+(:class:`~connmgr_evidence.bench.stages.Phase`). So the pools are *spawned*, not forked (that thread
 may hold a lock at the moment of a fork), and their workers run at :data:`NICE` so that the lives'
 clients get the CPU when they need it: nothing in a life is timed, but its clients must keep
 their heartbeats.

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from connmgr.bench.runtime.spark import job_failure
+from connmgr_evidence.bench.runtime.spark import job_failure
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: tasks of a watched Spark job completed, out of all."""
@@ -25,7 +25,7 @@ _GROUPS = itertools.count(1)
 def spark_job(sc: Any, description: str, progress: Progress | None) -> Iterator[None]:
     """Run the body's Spark actions as one job group named after ``description``, with
     ``progress`` called about once a second while its tasks run. A failure Spark reports
-    (py4j or pyspark) becomes :class:`~connmgr.bench.runtime.spark.SparkJobFailed`; the group is
+    (py4j or pyspark) becomes :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed`; the group is
     cleared and the watcher stopped however the body ends."""
     group = f"connmgr-{next(_GROUPS)}-{id(sc)}"
     sc.setJobGroup(group, description, interruptOnCancel=False)

@@ -1,6 +1,6 @@
-"""``python -m connmgr.bench.serverless``: see :mod:`connmgr.bench.serverless.cli`."""
+"""``python -m connmgr_evidence.bench.serverless``: see :mod:`connmgr_evidence.bench.serverless.cli`."""
 
-from connmgr.bench.serverless.cli import main
+from connmgr_evidence.bench.serverless.cli import main
 
 if __name__ == "__main__":  # importing this module (e.g. walking the package) runs nothing
     raise SystemExit(main())

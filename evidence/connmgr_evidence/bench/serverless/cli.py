@@ -1,11 +1,11 @@
-"""``python -m connmgr.bench.serverless``: start a 3-broker KRaft cluster with TLS and SASL,
-run short-lived producers of each variant (:func:`connmgr.realkafka.serverless.measure`) and
+"""``python -m connmgr_evidence.bench.serverless``: start a 3-broker KRaft cluster with TLS and SASL,
+run short-lived producers of each variant (:func:`connmgr_evidence.realkafka.serverless.measure`) and
 write the report.
 
 A benchmark, not a test. It stops by itself: ``--starts`` per variant, each start bounded by
-:data:`~connmgr.realkafka.serverless.START_TIMEOUT_S`. Exit status: 0 when every record was
+:data:`~connmgr_evidence.realkafka.serverless.START_TIMEOUT_S`. Exit status: 0 when every record was
 acknowledged and read back exactly once and every count agreed
-(:func:`~connmgr.bench.serverless.figures.problems`); 1 otherwise (the report is written
+(:func:`~connmgr_evidence.bench.serverless.figures.problems`); 1 otherwise (the report is written
 either way and names each problem); 2 for bad arguments.
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from connmgr.bench.serverless.figures import problems
-from connmgr.bench.serverless.report import as_json, render
-from connmgr.realkafka import KafkaCluster
-from connmgr.realkafka.serverless import VARIANTS, measure
+from connmgr_evidence.bench.serverless.figures import problems
+from connmgr_evidence.bench.serverless.report import as_json, render
+from connmgr_evidence.realkafka import KafkaCluster
+from connmgr_evidence.realkafka.serverless import VARIANTS, measure
 
 __all__ = ["main", "parser"]
 
@@ -61,7 +61,7 @@ def _variants(text: str) -> tuple[str, ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.serverless",
+        prog="python -m connmgr_evidence.bench.serverless",
         description=(
             "Short-lived producers on a real 3-broker Kafka 4.4 cluster (KRaft, SASL_SSL "
             "listener behind counting forwarders): each start builds a producer, sends a few "

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from connmgr.realkafka.serverless import LABELS, ServerlessRun, VariantRun
+from connmgr_evidence.realkafka.serverless import LABELS, ServerlessRun, VariantRun
 
 __all__ = [
     "VariantFigures",

@@ -2,7 +2,7 @@
 
 A stage is a module of this package that defines ``STAGE``, an object of the :class:`Stage`
 protocol; :func:`stages` finds every one (adding a stage is adding its module) and orders
-them by :class:`Phase`, then by ``order``. The job (:mod:`connmgr.bench.job`) runs them in
+them by :class:`Phase`, then by ``order``. The job (:mod:`connmgr_evidence.bench.job`) runs them in
 that order, writes each one's results under ``raw/`` as it ends, and builds the report from
 the raw results alone: the comparison reads ``raw/results/*.parquet`` and
 ``raw/micro/*.json``, and every stage with results of its own reads them back
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from connmgr.errors import ConnMgrError
 
 if TYPE_CHECKING:
-    from connmgr.bench.grid import Grid
-    from connmgr.bench.report.plots import ExtraPlot
-    from connmgr.bench.report.summaries import BaselineHeadline
-    from connmgr.bench.report.table import Table
-    from connmgr.bench.results.rows import RunMeta
+    from connmgr_evidence.bench.grid import Grid
+    from connmgr_evidence.bench.report.plots import ExtraPlot
+    from connmgr_evidence.bench.report.summaries import BaselineHeadline
+    from connmgr_evidence.bench.report.table import Table
+    from connmgr_evidence.bench.results.rows import RunMeta
 
 R = TypeVar("R")
 
@@ -88,7 +88,7 @@ class StageReport:
     """(title, Markdown): shown before the job's own sections."""
     headline: Sequence[BaselineHeadline] = ()
     life_costs: Sequence[Mapping[str, Any]] = ()
-    """Rows of the ``life-costs`` table (:func:`connmgr.bench.report.tables.life_cost_rows`)."""
+    """Rows of the ``life-costs`` table (:func:`connmgr_evidence.bench.report.tables.life_cost_rows`)."""
     problems: Sequence[str] = ()
     """What the stage found wrong: the job exits non-zero if any."""
 
@@ -133,7 +133,7 @@ class Stage(Protocol[R]):
 
     def read(self, raw: Path) -> R | None:
         """Its results under ``raw``, or None if the run has none of its own; raises
-        :class:`~connmgr.bench.results.schema.ResultsError` on broken ones."""
+        :class:`~connmgr_evidence.bench.results.schema.ResultsError` on broken ones."""
 
     def report(self, found: R, raw: Path) -> StageReport:
         """What it adds to the report, from what :meth:`read` found."""

@@ -17,9 +17,9 @@ points: a long-lived producer or a group consumer (started within the first
 so brokers' loads differ; it bootstraps from brokers 1..3, as a fleet shares one
 ``bootstrap.servers``. Clients share nothing but the cluster's schedule: each runs alone in
 the simulator, once per policy of :data:`FLEET_POLICIES`, and a broker's sockets are the
-sum of every client's sockets there (:mod:`connmgr.bench.stages.fleetview` adds them up).
+sum of every client's sockets there (:mod:`connmgr_evidence.bench.stages.fleetview` adds them up).
 
-Clients run at the sweep's cadence (:data:`~connmgr.bench.stages.sweep.SWEEP_TIMINGS`: a request
+Clients run at the sweep's cadence (:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: a request
 every 2 minutes). A storm's shape depends on cadence where clients wait for a request to
 notice a change, so it was measured against the clients' default cadence on 300 clients x
 100 brokers, 10 restarts, seed 0, per policy (proposed / java-today / aiokafka-today,
@@ -42,16 +42,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from connmgr.bench.fleetplan import (
-    DURATION_MS,
-    ELECTION_MS,
-    RESTART_AT_MS,
-    RESTART_INTERVAL_MS,
-    FleetSettings,
-    restart_schedule,
-)
-from connmgr.bench.report.metrics import PROPOSED
-from connmgr.bench.stages.sweep import SWEEP_POLICIES, SWEEP_TIMINGS
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.ledger import GONE, ConnectionLedger, ConnEntry, ConnEvent
@@ -60,6 +50,16 @@ from connmgr.sim.cluster import build_cluster
 from connmgr.sim.run import build_simulator
 from connmgr.sim.scenarios import Change, ScenarioSpec, localhost_brokers
 from connmgr.sim.simulator import Simulator
+from connmgr_evidence.bench.fleetplan import (
+    DURATION_MS,
+    ELECTION_MS,
+    RESTART_AT_MS,
+    RESTART_INTERVAL_MS,
+    FleetSettings,
+    restart_schedule,
+)
+from connmgr_evidence.bench.report.metrics import PROPOSED
+from connmgr_evidence.bench.stages.sweep import SWEEP_POLICIES, SWEEP_TIMINGS
 
 ON_KIP_1242: Final = "proposed-4.4"
 """The proposed policy on brokers that answer KIP-1242's identity check (Kafka 4.4): it

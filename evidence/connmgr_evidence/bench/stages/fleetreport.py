@@ -1,6 +1,6 @@
 """The fleet stage's raw files and what the report shows of them.
 
-:func:`write_fleet` writes the :class:`~connmgr.bench.stages.fleetview.FleetView` under ``raw/``:
+:func:`write_fleet` writes the :class:`~connmgr_evidence.bench.stages.fleetview.FleetView` under ``raw/``:
 
 * ``fleet.json``: the run's meta, the settings, the restart schedule and its window, the
   stage's wall and CPU time, and per policy the fleet's handshakes in each second of the hour and
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.fleetplan import (
+from connmgr_evidence.bench.fleetplan import (
     ELECTION_MS,
     RESTART_INTERVAL_MS,
     FleetSettings,
@@ -30,16 +30,16 @@ from connmgr.bench.fleetplan import (
     restart_schedule,
     restart_window,
 )
-from connmgr.bench.report import plots
-from connmgr.bench.report.plots import ExtraPlot
-from connmgr.bench.report.table import Table, arrow_schema, make_table
-from connmgr.bench.results.record import Count, MaybeReal, Real, Record, Text
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.schema import ResultsError
-from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
-from connmgr.bench.stages.fleet import START_SPREAD_MS
-from connmgr.bench.stages.fleetview import BrokerSeries, FleetView
+from connmgr_evidence.bench.report import plots
+from connmgr_evidence.bench.report.plots import ExtraPlot
+from connmgr_evidence.bench.report.table import Table, arrow_schema, make_table
+from connmgr_evidence.bench.results.record import Count, MaybeReal, Real, Record, Text
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.results.schema import ResultsError
+from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
+from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages.fleet import START_SPREAD_MS
+from connmgr_evidence.bench.stages.fleetview import BrokerSeries, FleetView
 
 FLEET_FILE = "fleet.json"
 FLEET_CELLS = "fleet.parquet"
@@ -331,7 +331,7 @@ def fleet_over_time(
     below, the fleet's busiest second of handshakes in each minute (log y; policies equal
     second by second drawn once, the others dodged and dashed apart; the hour's mean in the
     legend). Each restarted broker's time down is shaded, its election a dotted
-    line. Rows: :func:`connmgr.bench.stages.fleetreport.fleet_buckets` and the view's
+    line. Rows: :func:`connmgr_evidence.bench.stages.fleetreport.fleet_buckets` and the view's
     ``per_second``."""
     if not buckets:
         return None
@@ -431,10 +431,10 @@ class FleetStage:
 
     def run(self, ctx: StageContext) -> None:
         """The ``[fleet]`` section's clients simulated in Spark tasks and added up per broker
-        (:mod:`connmgr.bench.stages.fleetview`); the bar counts the Spark job's tasks."""
+        (:mod:`connmgr_evidence.bench.stages.fleetview`); the bar counts the Spark job's tasks."""
         from tqdm import tqdm
 
-        from connmgr.bench.stages.fleetview import run_fleet
+        from connmgr_evidence.bench.stages.fleetview import run_fleet
 
         settings = FleetSettings.from_values(ctx.grid.values["fleet"])
         with tqdm(desc="fleet", unit="task", disable=not ctx.show, leave=True) as bar:

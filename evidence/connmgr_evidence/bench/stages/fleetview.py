@@ -3,7 +3,7 @@ bucket, in Spark tasks (or here, for tests and replay).
 
 Clients share nothing, so a broker's sockets at an instant are the sum of every client's
 sockets there, and its handshakes the sum of theirs. The Spark job (:func:`run_fleet`)
-ships nothing but client indices: each task draws its clients (:mod:`connmgr.bench.stages.fleet`),
+ships nothing but client indices: each task draws its clients (:mod:`connmgr_evidence.bench.stages.fleet`),
 simulates each under every policy, and groups the sockets by (policy, broker); a shuffle
 brings each broker's sockets together, and one pass over them
 (:func:`broker_series`) gives per ``bucket_ms``:
@@ -39,10 +39,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connmgr.bench.fleetplan import DURATION_MS, FleetSettings
-from connmgr.bench.runtime.sparkjob import Progress, spark_job
-from connmgr.bench.stages.fleet import FLEET_POLICIES, ClientSockets, fleet_sockets
-from connmgr.bench.stages.sweep import default_slices
+from connmgr_evidence.bench.fleetplan import DURATION_MS, FleetSettings
+from connmgr_evidence.bench.runtime.sparkjob import Progress, spark_job
+from connmgr_evidence.bench.stages.fleet import FLEET_POLICIES, ClientSockets, fleet_sockets
+from connmgr_evidence.bench.stages.sweep import default_slices
 
 SECONDS = DURATION_MS // 1000
 
@@ -219,7 +219,7 @@ def run_fleet(
     the sweep's: about 250 clients a task, two tasks a core at least), brokers' series
     computed after one shuffle, gathered on the driver. ``progress`` is called with (tasks
     done, tasks) about once a second. A failed Spark job is a
-    :class:`~connmgr.bench.runtime.spark.SparkJobFailed`."""
+    :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed`."""
     sc = spark.sparkContext
     slices = slices or default_slices(spark, settings.clients)
     chosen = tuple(policies)

@@ -3,13 +3,13 @@
 Each of the section's ``clients`` lives through each of its ``scenarios`` (``name`` or
 ``name key=value ...``: scenario parameters and run options such as ``rolling_restart=1``)
 for ``life_s`` seconds of wall time standing for ``life_s x time_scale`` seconds
-(:mod:`connmgr.realrun.life`), on a fresh embedded cluster, ``repeats`` times. The runs are
+(:mod:`connmgr_evidence.realrun.life`), on a fresh embedded cluster, ``repeats`` times. The runs are
 idle most of the time and no timing is taken from them, so ``concurrency`` of them run at
 once, each in its own process.
 
 Every run's socket-seconds and handshakes per represented client-hour are its ledger's life
-(:meth:`connmgr.realrun.RealRun.represented`) through the columns every simulated row goes
-through (:func:`connmgr.bench.results.rows.life_columns`). The results are written as
+(:meth:`connmgr_evidence.realrun.RealRun.represented`) through the columns every simulated row goes
+through (:func:`connmgr_evidence.bench.results.rows.life_columns`). The results are written as
 ``raw/life.json`` and become the ``real-life`` table, the headline's ``real-life`` rows
 (ratios proposed / client per represented client-hour) and ``life-costs`` rows where the
 proposal spends more.
@@ -27,17 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from connmgr.bench.grid import java_version, parse_entry
-from connmgr.bench.report.metrics import LIFE_METRICS, PROPOSED
-from connmgr.bench.report.summaries import BaselineHeadline
-from connmgr.bench.report.table import Table, make_table
-from connmgr.bench.results.record import Count, Keyed, MaybeReal, Record, Text
-from connmgr.bench.results.rows import RunMeta, life_columns
-from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS
-from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.errors import ConnMgrError
 from connmgr.ledger import HOUR_S
+from connmgr_evidence.bench.grid import java_version, parse_entry
+from connmgr_evidence.bench.report.metrics import LIFE_METRICS, PROPOSED
+from connmgr_evidence.bench.report.summaries import BaselineHeadline
+from connmgr_evidence.bench.report.table import Table, make_table
+from connmgr_evidence.bench.results.record import Count, Keyed, MaybeReal, Record, Text
+from connmgr_evidence.bench.results.rows import RunMeta, life_columns
+from connmgr_evidence.bench.results.schema import DOUBLE, LIFE_COLUMNS
+from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
+from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
 
 LIFE_FILE = "life.json"
 """Under ``raw/``: the life stage's runs."""
@@ -79,7 +79,7 @@ def run_one(run: LifeRun) -> dict[str, Any]:
     """One life on a fresh embedded cluster (kernel checked at its end), retried once if it
     fails or hangs: its key, the represented life per client-hour (total and by role) and
     what happened to its connections. Runs in a worker process."""
-    from connmgr.realrun import run_real
+    from connmgr_evidence.realrun import run_real
 
     name, _ = parse_entry(run.entry)
     version = java_version(run.client)
@@ -257,7 +257,7 @@ def life_headlines(found: Mapping[str, Any]) -> list[BaselineHeadline]:
 def life_costs(found: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``life-costs`` rows of the real lives: per scenario and client, where the
     proposal's medians per represented client-hour are above the client's."""
-    from connmgr.bench.report.tables import life_cost_rows
+    from connmgr_evidence.bench.report.tables import life_cost_rows
 
     points = medians(found)
     s = found["settings"]

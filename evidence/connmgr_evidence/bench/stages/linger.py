@@ -26,16 +26,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.grid import parse_entry
-from connmgr.bench.report import plots
-from connmgr.bench.report.plots import ExtraPlot
-from connmgr.bench.report.table import Table, make_table
-from connmgr.bench.results.record import Count, MaybeReal, Record, Text
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.runtime.pool import pooled
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.sim.run import prepare, run_spec
+from connmgr_evidence.bench.grid import parse_entry
+from connmgr_evidence.bench.report import plots
+from connmgr_evidence.bench.report.plots import ExtraPlot
+from connmgr_evidence.bench.report.table import Table, make_table
+from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
+from connmgr_evidence.bench.runtime.pool import pooled
+from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
 
 LINGER_FILE = "linger.json"
 """Under ``raw/``: the linger stage's runs."""
@@ -109,7 +109,7 @@ def write_linger(values: Mapping[str, Any], meta: RunMeta, rows: Sequence[Any], 
 
 def read_linger(raw: Path) -> dict[str, Any] | None:
     """``raw/linger.json``, or None if the run had no linger stage. Raises
-    :class:`~connmgr.bench.results.schema.ResultsError` naming the file if it is there but
+    :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file if it is there but
     broken."""
     return read_stage(raw, LINGER_FILE, ("runs", "settings"), "linger-stage")
 

@@ -1,5 +1,5 @@
 """The pytest-benchmark suites of ``benchmarks/micro``, in a subprocess
-(``raw/micro/micro.json``; the comparison reads it, :mod:`connmgr.bench.report.micro`)."""
+(``raw/micro/micro.json``; the comparison reads it, :mod:`connmgr_evidence.bench.report.micro`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from connmgr.bench.grid import Grid
-from connmgr.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.grid import Grid
+from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
 
 MICRO_DIR = Path(__file__).resolve().parents[4] / "benchmarks" / "micro"
 

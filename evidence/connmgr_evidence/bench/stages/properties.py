@@ -16,12 +16,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report.table import Table, make_table
-from connmgr.bench.results.record import Count, MaybeReal, Record, Text
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.runtime.pool import background_pool
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
 from connmgr.testing.evidence import (
     MUTANT_BASELINE,
     MUTANTS,
@@ -30,6 +24,12 @@ from connmgr.testing.evidence import (
     find_counterexample,
     run_agreement,
 )
+from connmgr_evidence.bench.report.table import Table, make_table
+from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
+from connmgr_evidence.bench.runtime.pool import background_pool
+from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
 
 PROPERTIES_FILE = "properties.json"
 """Under ``raw/``: the property stage's results."""
@@ -99,7 +99,7 @@ def write_properties(results: Mapping[str, Any], raw: Path) -> Path:
 
 def read_properties(raw: Path) -> dict[str, Any] | None:
     """``raw/properties.json``, or None if the run had no property stage. Raises
-    :class:`~connmgr.bench.results.schema.ResultsError` naming the file if it is there but
+    :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file if it is there but
     broken."""
     return read_stage(raw, PROPERTIES_FILE, ("agreement", "mutants", "settings"), "property-stage")
 

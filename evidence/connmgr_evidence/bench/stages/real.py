@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from connmgr.bench.grid import Grid, RealPoint, java_version, real_jobs
-from connmgr.bench.results.rows import RunMeta, counting_columns, spec_columns
-from connmgr.bench.results.schema import Kind, check_row, write_parquet
-from connmgr.bench.runtime.pool import bar
-from connmgr.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
 from connmgr.errors import ConnMgrError
+from connmgr_evidence.bench.grid import Grid, RealPoint, java_version, real_jobs
+from connmgr_evidence.bench.results.rows import RunMeta, counting_columns, spec_columns
+from connmgr_evidence.bench.results.schema import Kind, check_row, write_parquet
+from connmgr_evidence.bench.runtime.pool import bar
+from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
 
 REAL_RUN_TIMEOUT_S = 300.0
 """A real run taking longer than this has hung; it is retried (and the retry reported)."""
@@ -20,7 +20,7 @@ REAL_RUN_TIMEOUT_S = 300.0
 def real_row(
     run: Any, point: RealPoint, client: str, repeat: int, meta: RunMeta, records: int
 ) -> dict[str, Any]:
-    """One row for a real run (a :class:`connmgr.realrun.RealRun`)."""
+    """One row for a real run (a :class:`connmgr_evidence.realrun.RealRun`)."""
     summary = run.steady_summary
     row: dict[str, Any] = {
         **meta.columns(),
@@ -55,7 +55,7 @@ def real_rows(
     retried once and listed in ``retried``; a second failure stops the job."""
     if retried is None:
         retried = []
-    from connmgr.realrun import run_real
+    from connmgr_evidence.realrun import run_real
 
     records = grid.get("real", "records")
     base_seed = grid.get("real", "seed")

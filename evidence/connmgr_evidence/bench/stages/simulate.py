@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from connmgr.bench.grid import Grid, SimPoint
-from connmgr.bench.results.rows import RunMeta, sim_row
-from connmgr.bench.results.schema import write_parquet
-from connmgr.bench.runtime.pool import pooled
-from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
 from connmgr.sim.run import prepare, run_spec
+from connmgr_evidence.bench.grid import Grid, SimPoint
+from connmgr_evidence.bench.results.rows import RunMeta, sim_row
+from connmgr_evidence.bench.results.schema import write_parquet
+from connmgr_evidence.bench.runtime.pool import pooled
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Stage, StageContext
 
 
 def sim_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:

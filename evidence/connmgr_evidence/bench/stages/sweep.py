@@ -18,7 +18,7 @@ clients, ``java-today`` and ``aiokafka-today``. ``java-described`` (the 2018-201
 is left out: its producer connects to every broker, so one run at 10,000 brokers dials
 10,003 sockets and takes about 0.5 s, twenty times an average point of the other three
 (which would make the sweep's cost that of its biggest clusters); the simulated grid
-(``connmgr.bench.grid``) covers it.
+(``connmgr_evidence.bench.grid``) covers it.
 
 Two draws can give the same parameters (small clusters have few combinations); the second
 is then a *repeat* of the first: its ``repeat`` column counts the earlier draws of the same
@@ -45,14 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.results import schema
-from connmgr.bench.results.rows import RunMeta, point_text, sim_row
-from connmgr.bench.results.schema import Kind
-from connmgr.bench.runtime.pool import bar
-from connmgr.bench.runtime.sparkjob import Progress, spark_job
-from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
 from connmgr.sim.clients import ClientTimings
 from connmgr.sim.run import prepare, run_spec
+from connmgr_evidence.bench.results import schema
+from connmgr_evidence.bench.results.rows import RunMeta, point_text, sim_row
+from connmgr_evidence.bench.results.schema import Kind
+from connmgr_evidence.bench.runtime.pool import bar
+from connmgr_evidence.bench.runtime.sparkjob import Progress, spark_job
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Stage, StageContext
 
 SWEEP_SCENARIOS = ("big-producer", "big-consumer")
 SWEEP_POLICIES = ("proposed", "java-today", "aiokafka-today")
@@ -373,7 +373,7 @@ class SweepStage(RowsOnly):
         " the 30-minute job can spare beside the fleet, life and TLS stages), `proposed` against "
         "`java-today` and `aiokafka-today`, each run one simulated hour at a coarser request "
         "cadence that counts the same sockets and client-hour "
-        "(`connmgr.bench.stages.sweep.SWEEP_TIMINGS`: measured equal on 300 points), timed at "
+        "(`connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: measured equal on 300 points), timed at "
         "several grid sizes"
     )
     writes = "`kind = sweep`"

@@ -7,16 +7,16 @@ import asyncio
 import time
 from typing import Any
 
-from connmgr.bench.grid import Grid
-from connmgr.bench.results.rows import RunMeta, life_columns, point_text
-from connmgr.bench.results.schema import Kind, check_row, write_parquet
-from connmgr.bench.runtime.pool import bar
-from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.grid import Grid
+from connmgr_evidence.bench.results.rows import RunMeta, life_columns, point_text
+from connmgr_evidence.bench.results.schema import Kind, check_row, write_parquet
+from connmgr_evidence.bench.runtime.pool import bar
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Stage, StageContext
 
 
 def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
     """The A/B throughput turns, one row per turn (``repeat`` = round)."""
-    from connmgr.realrun import throughput_ab
+    from connmgr_evidence.realrun import throughput_ab
 
     brokers = grid.get("throughput", "brokers")
     records = grid.get("throughput", "records")

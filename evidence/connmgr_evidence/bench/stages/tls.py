@@ -3,12 +3,12 @@ handshakes the simulated clients make.
 
 The grid's ``[tls]`` section starts a real KRaft cluster of ``brokers`` nodes with SSL and
 SASL_SSL (SCRAM-SHA-512) listeners behind user-space delay forwarders
-(:class:`~connmgr.realkafka.KafkaCluster` with ``security=True``, certificates made at start)
-and measures it with :func:`~connmgr.realkafka.handshakes.measure_tls`: ``connections``
+(:class:`~connmgr_evidence.realkafka.KafkaCluster` with ``security=True``, certificates made at start)
+and measures it with :func:`~connmgr_evidence.realkafka.handshakes.measure_tls`: ``connections``
 handshakes per protocol and injected RTT, the brokers' CPU per handshake, and time to first
 ack over SASL_SSL for stock aiokafka and the drop-in producer (``starts`` each per RTT,
 alternating which goes first) and, with ``java``, kafka-clients 4.4.0 once per RTT. The fit
-``time = fixed_ms + round_trips * rtt`` per protocol (:class:`~connmgr.handshake_cost.
+``time = fixed_ms + round_trips * rtt`` per protocol (:class:`~connmgr_evidence.handshake_cost.
 HandshakeCost`) is the simulator's handshake cost: the ``handshake-price`` table multiplies
 the simulated clients' handshakes per client-hour by it.
 
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connmgr.bench.report.table import Table, make_table
-from connmgr.bench.results.record import Count, MaybeReal, Record, Text
-from connmgr.bench.results.rows import RunMeta
-from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
-from connmgr.handshake_cost import HandshakeCost
+from connmgr_evidence.bench.report.table import Table, make_table
+from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
+from connmgr_evidence.bench.results.rows import RunMeta
+from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
+from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.handshake_cost import HandshakeCost
 
 TLS_FILE = "tls.json"
 """Under ``raw/``: the TLS stage's measurements."""
@@ -47,8 +47,8 @@ PRICE_RTT_MS = 20.0
 def run_tls(values: Mapping[str, Any], meta: RunMeta, raw: Path) -> Path:
     """Start the secured cluster, measure it, stop it; ``raw/tls.json``. Synchronous: call
     it outside a running event loop."""
-    from connmgr.realkafka import KafkaCluster
-    from connmgr.realkafka.handshakes import measure_tls
+    from connmgr_evidence.realkafka import KafkaCluster
+    from connmgr_evidence.realkafka.handshakes import measure_tls
 
     began = time.monotonic()
     with KafkaCluster(brokers=values["brokers"], security=True) as cluster:

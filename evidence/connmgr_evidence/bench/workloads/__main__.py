@@ -1,4 +1,4 @@
-"""``python -m connmgr.bench.workloads``: the workload classes against provider limits."""
+"""``python -m connmgr_evidence.bench.workloads``: the workload classes against provider limits."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from connmgr.bench.workloads import rfcblock
-from connmgr.bench.workloads.classes import CLASSES
-from connmgr.bench.workloads.compose import CLIENT_MODELS
-from connmgr.bench.workloads.report import JSON_FILE, read_cells, write_report
-from connmgr.bench.workloads.run import BROKERS, TEMPLATES, run_all
+from connmgr_evidence.bench.workloads import rfcblock
+from connmgr_evidence.bench.workloads.classes import CLASSES
+from connmgr_evidence.bench.workloads.compose import CLIENT_MODELS
+from connmgr_evidence.bench.workloads.report import JSON_FILE, read_cells, write_report
+from connmgr_evidence.bench.workloads.run import BROKERS, TEMPLATES, run_all
 
 ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_OUT = ROOT / "reports" / "workloads"
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     classes = tuple(c.name for c in CLASSES)
     clients = tuple(m.name for m in CLIENT_MODELS)
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.bench.workloads",
+        prog="python -m connmgr_evidence.bench.workloads",
         description="Simulate each workload class (steady, serverless, autoscaling, pollers, "
         "restart, ip-change, reassignment) under today's clients and the proposal, compose "
         "each class's fleet, and report the busiest broker's connections, connection "

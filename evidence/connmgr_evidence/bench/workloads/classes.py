@@ -2,11 +2,11 @@
 that drive its connections.
 
 A class draws its clients from ``(seed, index)`` alone, over a cluster of ``brokers``
-brokers, as the fleet stage does (:mod:`connmgr.bench.stages.fleet`): each drawn client is a
+brokers, as the fleet stage does (:mod:`connmgr_evidence.bench.stages.fleet`): each drawn client is a
 :class:`Drawn` -- a scenario the simulator runs under every client model, and the instant of
 the hour it starts. Clients share nothing but the cluster's schedule; a class stands for a
 fleet of :attr:`WorkloadClass.fleet` clients (or starts an hour), composed from the drawn
-clients by :mod:`connmgr.bench.workloads.compose`.
+clients by :mod:`connmgr_evidence.bench.workloads.compose`.
 
 The classes:
 
@@ -26,7 +26,7 @@ The classes:
   minute 10.
 
 Long-lived clients run at the sweep's cadence (a request every 2 minutes,
-:data:`~connmgr.bench.stages.sweep.SWEEP_TIMINGS`), as the fleet stage does: the counts of a
+:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`), as the fleet stage does: the counts of a
 client's connections are those of the default cadence; short-lived producers and pollers keep
 their own.
 """
@@ -40,8 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from connmgr.bench.fleetplan import DURATION_MS, ELECTION_MS, RESTART_AT_MS, RESTART_INTERVAL_MS
-from connmgr.bench.stages.sweep import SWEEP_TIMINGS
 from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import parse_bootstrap
 from connmgr.core.metadata import TopicPartition
@@ -50,6 +48,13 @@ from connmgr.sim.clients import ClientTimings
 from connmgr.sim.cluster import build_cluster
 from connmgr.sim.scenarios import Change, ScenarioSpec, get_scenario, localhost_brokers
 from connmgr.sim.simulator import Simulator
+from connmgr_evidence.bench.fleetplan import (
+    DURATION_MS,
+    ELECTION_MS,
+    RESTART_AT_MS,
+    RESTART_INTERVAL_MS,
+)
+from connmgr_evidence.bench.stages.sweep import SWEEP_TIMINGS
 
 TOPIC, GROUP = "events", "app"
 BOOTSTRAP_SERVERS: Final = 3

@@ -7,7 +7,7 @@ composed instead. ``templates`` clients are drawn and simulated (:func:`simulate
 ``j`` of a fleet of ``F`` repeats drawn client ``j mod templates``, its whole life shifted:
 
 * to a start drawn uniformly over the class's window, when the client's life depends on
-  its own clock alone (no churn: :attr:`~connmgr.bench.workloads.classes.WorkloadClass.aligned`
+  its own clock alone (no churn: :attr:`~connmgr_evidence.bench.workloads.classes.WorkloadClass.aligned`
   is false) -- exact, as each drawn client was simulated from its own time 0;
 * by a jitter of up to half a second either way around the drawn client's own start, when
   its life is tied to the cluster's clock (churn at fixed minutes) -- the copies of one
@@ -30,12 +30,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from connmgr.bench.fleetplan import DURATION_MS
-from connmgr.bench.stages.fleet import ClientSockets, client_sockets
-from connmgr.bench.workloads.classes import Drawn, WorkloadClass
 from connmgr.core.endpoint import Endpoint
 from connmgr.policies import policy_class
 from connmgr.sim.run import build_simulator
+from connmgr_evidence.bench.fleetplan import DURATION_MS
+from connmgr_evidence.bench.stages.fleet import ClientSockets, client_sockets
+from connmgr_evidence.bench.workloads.classes import Drawn, WorkloadClass
 
 SECONDS: Final = DURATION_MS // 1000
 JITTER_MS: Final = 500.0

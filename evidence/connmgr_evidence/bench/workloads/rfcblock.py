@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from connmgr.bench.workloads.report import (
+from connmgr_evidence.bench.workloads.report import (
     JSON_FILE,
     kip_gains,
     kip_rows,
@@ -24,7 +24,7 @@ from connmgr.bench.workloads.report import (
     read_cells,
     rfc_summary,
 )
-from connmgr.bench.workloads.run import Cell
+from connmgr_evidence.bench.workloads.run import Cell
 
 
 @dataclass(frozen=True)

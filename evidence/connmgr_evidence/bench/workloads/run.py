@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from connmgr.bench.workloads.classes import CLASSES, workload_class
-from connmgr.bench.workloads.compose import (
+from connmgr_evidence.bench.workloads.classes import CLASSES, workload_class
+from connmgr_evidence.bench.workloads.compose import (
     CLIENT_MODELS,
     MODEL_NAMED,
     BrokerLoad,

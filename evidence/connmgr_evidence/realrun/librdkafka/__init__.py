@@ -3,13 +3,13 @@ its connections replayed from its ``debug=broker`` log (:mod:`.log`, :mod:`.acco
 reconciled with its statistics and the kernel (:mod:`.crosscheck`) by the workloads
 (:mod:`.workload`)."""
 
-from connmgr.realrun.librdkafka.account import HandleTally, LogAccount
-from connmgr.realrun.librdkafka.crosscheck import (
+from connmgr_evidence.realrun.librdkafka.account import HandleTally, LogAccount
+from connmgr_evidence.realrun.librdkafka.crosscheck import (
     LibrdkafkaMismatch,
     stats_problems,
     verify_with_kernel,
 )
-from connmgr.realrun.librdkafka.workload import STATS_INTERVAL_MS, run_librdkafka
+from connmgr_evidence.realrun.librdkafka.workload import STATS_INTERVAL_MS, run_librdkafka
 
 __all__ = [
     "STATS_INTERVAL_MS",

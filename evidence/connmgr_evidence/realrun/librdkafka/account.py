@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.identity import ConnectionKey, Role
 from connmgr.ledger import ConnectionLedger, observed_key
-from connmgr.realrun.librdkafka.log import (
+from connmgr_evidence.realrun.librdkafka.log import (
     DISCONNECT_COUNTED,
     NO_SOCKET,
     BrokerKind,

@@ -22,8 +22,8 @@ from connmgr.aio.kernel import AccountingMismatch, verify_against_kernel
 from connmgr.errors import ConnMgrError
 from connmgr.kernel import Address
 from connmgr.ledger import ConnectionLedger
-from connmgr.realrun.librdkafka.account import LogAccount
-from connmgr.realrun.librdkafka.log import NO_SOCKET
+from connmgr_evidence.realrun.librdkafka.account import LogAccount
+from connmgr_evidence.realrun.librdkafka.log import NO_SOCKET
 
 __all__ = ["LibrdkafkaMismatch", "stats_problems", "verify_with_kernel"]
 

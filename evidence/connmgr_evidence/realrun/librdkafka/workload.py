@@ -30,18 +30,18 @@ from connmgr.core.config import ClientKind
 from connmgr.core.endpoint import Endpoint
 from connmgr.errors import ConfigError
 from connmgr.kernel import Address
-from connmgr.realrun.librdkafka.account import LogAccount
-from connmgr.realrun.librdkafka.crosscheck import (
+from connmgr.sim.scenarios import policy_config
+from connmgr_evidence.realrun.librdkafka.account import LogAccount
+from connmgr_evidence.realrun.librdkafka.crosscheck import (
     LibrdkafkaMismatch,
     stats_problems,
     verify_with_kernel,
 )
-from connmgr.realrun.librdkafka.handle import silence_before_close
-from connmgr.realrun.workloads import RealRunError, WorkloadInputs, elapsed_ms
-from connmgr.sim.scenarios import policy_config
+from connmgr_evidence.realrun.librdkafka.handle import silence_before_close
+from connmgr_evidence.realrun.workloads import RealRunError, WorkloadInputs, elapsed_ms
 
 if TYPE_CHECKING:
-    from connmgr.realrun.record import RealRun
+    from connmgr_evidence.realrun.record import RealRun
 
 __all__ = ["STATS_INTERVAL_MS", "ClientSink", "client_config", "new_sink", "run_librdkafka"]
 
