@@ -1,4 +1,5 @@
-"""What a report plot shows, for tests: the figures :mod:`connmgr_evidence.bench.report.plots` draws (caught
+"""What a report plot shows, for tests: the figures :mod:`connmgr_evidence.bench.report.plots` draws
+(caught
 as they are saved) and the PNG files they become (read back with matplotlib).
 
 A plot test checks values, not that a file exists: each series a figure draws holds the

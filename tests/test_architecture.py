@@ -1,5 +1,7 @@
-"""The package's shape: no import cycles between its modules, no module over 600 lines (400
-in the policy core and the policies, which must read as their rules).
+"""The two packages' shape: the product (``connmgr``) never imports the evidence
+(``connmgr_evidence``); no import cycle between modules, nor between sub-packages (``bench``,
+``realrun``, ``core``, ... and the top-level modules, each a node); no module over 600 lines
+(400 in the policy core and the policies, which must read as their rules).
 
 Imports are read from the source (every ``import`` and ``from ... import``, including those
 under ``TYPE_CHECKING`` and inside functions): a cycle that only type checking sees is
@@ -14,24 +16,33 @@ import ast
 from collections.abc import Mapping
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "prototype" / "connmgr"
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = "connmgr"
+EVIDENCE = "connmgr_evidence"
+TREES: dict[str, Path] = {
+    PRODUCT: ROOT / "prototype" / PRODUCT,
+    EVIDENCE: ROOT / "evidence" / EVIDENCE,
+}
+"""Each package and its directory: the product's distribution and the evidence's."""
+PACKAGE = TREES[PRODUCT]
 MAX_LINES = 600
 PACKAGE_LIMITS: dict[str, int] = {"core": 400, "policies": 400}
 """Stricter limits for the modules under these sub-packages (paths relative to the package)."""
 
 OVERSIZED: dict[str, str] = {}
-"""Modules allowed over :data:`MAX_LINES` for now, each with why."""
+"""Modules allowed over :data:`MAX_LINES` for now, each with why (``package/path.py``)."""
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    package = next(p for p in TREES.values() if path.is_relative_to(p))
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    return {module_name(p): p for tree in TREES.values() for p in sorted(tree.rglob("*.py"))}
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
@@ -104,8 +115,95 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_inside_the_package() -> None:
+def sub_package(module: str) -> str:
+    """The node of ``module`` in the package graph: its package and first name under it
+    (``connmgr.core.execution`` -> ``connmgr.core``; ``connmgr.ledger`` stays itself)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` (module -> modules it imports) folded onto :func:`sub_package` nodes."""
+    folded: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        node = sub_package(module)
+        folded.setdefault(node, set()).update(
+            sub_package(i) for i in imported if sub_package(i) != node
+        )
+        for i in imported:
+            folded.setdefault(sub_package(i), set())
+    return folded
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def product_imports_of_the_evidence(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every ``product module -> evidence module`` edge of ``graph``."""
+    return sorted(
+        f"{module} -> {imported}"
+        for module, targets in graph.items()
+        if in_package(module, PRODUCT)
+        for imported in targets
+        if in_package(imported, EVIDENCE)
+    )
+
+
+def dynamic_imports_of_the_evidence(path: Path) -> list[int]:
+    """Lines of ``path`` that name the evidence to an import function (``import_module``,
+    ``__import__``, ``find_spec``): an import the graph above cannot see."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in {"import_module", "__import__", "find_spec"}:
+            continue
+        for arg in node.args:
+            if isinstance(arg, ast.Constant) and str(arg.value).startswith(EVIDENCE):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_import_cycle_inside_the_packages() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_no_import_cycle_between_sub_packages() -> None:
+    assert cycles(package_graph(import_graph())) == []
+
+
+def test_the_product_never_imports_the_evidence() -> None:
+    graph = import_graph()
+    assert any(in_package(m, EVIDENCE) for m in graph), "the evidence's tree was not read"
+    assert product_imports_of_the_evidence(graph) == []
+    dynamic = {
+        name: lines
+        for name, path in modules().items()
+        if in_package(name, PRODUCT) and (lines := dynamic_imports_of_the_evidence(path))
+    }
+    assert dynamic == {}
+
+
+def test_the_checks_find_a_package_cycle_and_a_product_import(tmp_path: Path) -> None:
+    # No module cycle, but bench -> java -> bench as packages (patchcompare's old place).
+    graph = {
+        "connmgr_evidence.bench.job": {"connmgr_evidence.java.probe"},
+        "connmgr_evidence.java.patchcompare": {"connmgr_evidence.bench.results"},
+        "connmgr_evidence.java.probe": {"connmgr.core.api"},
+        "connmgr_evidence.bench.results": set(),
+        "connmgr.core.api": set(),
+    }
+    assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == [["connmgr_evidence.bench", "connmgr_evidence.java"]]
+    graph["connmgr.ledger"] = {"connmgr_evidence.bench.results", "connmgr.core.api"}
+    assert product_imports_of_the_evidence(graph) == [
+        "connmgr.ledger -> connmgr_evidence.bench.results"
+    ]
+    path = tmp_path / "m.py"
+    path.write_text("import importlib\nimportlib.import_module('connmgr_evidence.cli')\n")
+    assert dynamic_imports_of_the_evidence(path) == [2]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -149,7 +247,15 @@ def size_problems(
 
 
 def test_no_module_over_the_limit_unless_named() -> None:
-    assert size_problems(PACKAGE, OVERSIZED) == []
+    problems = []
+    for package, tree in TREES.items():
+        named = {
+            rel.partition("/")[2]: why
+            for rel, why in OVERSIZED.items()
+            if rel.partition("/")[0] == package
+        }
+        problems += [f"{package}/{p}" for p in size_problems(tree, named)]
+    assert problems == []
 
 
 def test_the_line_limit_check_flags_a_601_line_module_and_every_stale_exception(

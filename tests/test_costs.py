@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from connmgr.cli import _bench_status
 from connmgr.costs import (
     KIND,
     STATED_COSTS,
@@ -28,6 +27,7 @@ from connmgr_evidence.bench.report.metrics import METRICS, RULED_METRICS
 from connmgr_evidence.bench.report.summaries import BaselineHeadline, Regression
 from connmgr_evidence.bench.results.rows import point_text
 from connmgr_evidence.bench.results.schema import Kind
+from connmgr_evidence.cli import bench_status as _bench_status
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 REBALANCE = next(c for c in STATED_COSTS if (c.scenario, c.metric) == ("rebalance", "opened"))

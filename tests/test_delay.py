@@ -1,4 +1,5 @@
-"""The user-space delay forwarders (connmgr_evidence.realkafka.delay) against a local echo server."""
+"""The user-space delay forwarders (connmgr_evidence.realkafka.delay) against a local echo
+server."""
 
 from __future__ import annotations
 

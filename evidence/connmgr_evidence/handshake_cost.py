@@ -1,6 +1,7 @@
 """What a new connection costs, per security protocol, as a line in the round-trip time:
 ``time ≈ fixed_ms + round_trips * rtt_ms``, plus the broker CPU it burns. Pure: fitted from
-measured medians (:mod:`connmgr_evidence.realkafka.handshakes` measures them), priced for any RTT, and
+measured medians (:mod:`connmgr_evidence.realkafka.handshakes` measures them), priced for any RTT,
+and
 JSON round-trippable, so a simulator can take it without a cluster.
 
 What one "connection" is here: the measured span runs from the client's TCP connect to a

@@ -6,7 +6,8 @@ One list, :data:`STATED_COSTS`, and every place that states a cost reads it:
 - the scenario tests (``tests/test_scenarios.py``) hold each excess exactly: they fail if the
   proposal does worse than a baseline on a (scenario, baseline, metric) the list does not
   name, or if a listed excess changes either way;
-- ``connmgr bench`` (:mod:`connmgr_evidence.bench.report.stated`) shows a regression that is a stated cost
+- ``connmgr bench`` (:mod:`connmgr_evidence.bench.report.stated`) shows a regression that is a
+  stated cost
   within its excess under "Stated costs", with its reason, and exits 0 on it; one unit beyond
   the stated excess, or any difference the list does not name, is a regression (exit 1);
 - the RFC's Costs section (its ``stated-costs`` figure, :mod:`connmgr_evidence.bench.rfc`) and the

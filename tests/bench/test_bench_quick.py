@@ -447,9 +447,9 @@ def test_the_quick_run_exits_0_and_a_regression_injected_into_its_results_exits_
     # compared again as `--report-only` does).
     import shutil
 
-    from connmgr.cli import _bench_status
     from connmgr_evidence.bench.job import regenerate_report
     from connmgr_evidence.bench.results.schema import write_parquet
+    from connmgr_evidence.cli import bench_status as _bench_status
 
     assert _bench_status(quick.regressions, quick.problems) == 0
     assert ("rebalance[]", "java-today", "opened") in {

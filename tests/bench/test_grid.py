@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from connmgr.cli import main
 from connmgr_evidence.bench.grid import DEFAULT_GRID, GridError, java_version, load_grid
 from connmgr_evidence.bench.results.rows import new_meta
 from connmgr_evidence.bench.results.schema import NAMES, check_row
 from connmgr_evidence.bench.stages import stages
 from connmgr_evidence.bench.stages.simulate import sim_rows
+from connmgr_evidence.cli import main
 
 SMALL = """
 [sim]

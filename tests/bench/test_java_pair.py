@@ -28,8 +28,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from connmgr.cli import main
 from connmgr_evidence.bench.results.schema import write_parquet
+from connmgr_evidence.cli import main
 
 from .conftest import build_row
 

@@ -1,4 +1,5 @@
-"""The life stage's report side (``connmgr_evidence.bench.stages.life``): medians, the ``real-life`` table,
+"""The life stage's report side (``connmgr_evidence.bench.stages.life``): medians, the ``real-life``
+table,
 the headline's real-life ratios and the life-costs rows, from a ``raw/life.json``; and the
 grid's ``[life]`` section checked."""
 

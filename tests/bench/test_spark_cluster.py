@@ -216,7 +216,7 @@ def test_report_only_on_the_cluster_equals_local(cluster: str, tmp_path: Path, s
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
     code = (
-        "import os, sys; from connmgr.cli import main; "
+        "import os, sys; from connmgr_evidence.cli import main; "
         "sys.exit(main(['bench', '--report-only', os.environ['RUN'], '--master', "
         "os.environ['MASTER'], '--no-rfc', '--no-progress']))"
     )

@@ -53,7 +53,8 @@ def test_the_docs_blocks_are_generated_from_the_code(name: str) -> None:
     assert made, f"{name} has no generated block"
     for block_name, content in made.items():
         assert block(text, block_name) == content, (
-            f"{name}: block {block_name} is out of date; run: python -m connmgr_evidence.bench.docs {name}"
+            f"{name}: block {block_name} is out of date; run: "
+            f"python -m connmgr_evidence.bench.docs {name}"
         )
 
 

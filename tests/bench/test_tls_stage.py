@@ -1,4 +1,5 @@
-"""The TLS stage's tables (``connmgr_evidence.bench.stages.tls``), from measurements given by hand: which
+"""The TLS stage's tables (``connmgr_evidence.bench.stages.tls``), from measurements given by hand:
+which
 client gets a first-ack ratio, and how the simulated handshakes are priced. The stage itself
 (a real secured cluster) runs in tests/bench/test_bench_quick.py and tests/real_kafka/test_tls.py.
 """

@@ -46,12 +46,12 @@ import pytest
 from confluent_kafka import Producer
 
 from connmgr.aio.kernel import AccountingMismatch
-from connmgr.cli import main
 from connmgr.core.endpoint import Endpoint, parse_bootstrap
 from connmgr.core.identity import Role
 from connmgr.embedded import MockCluster
 from connmgr.errors import ConfigError
 from connmgr.ledger import ConnectionLedger, ConnEvent
+from connmgr_evidence.cli import main
 from connmgr_evidence.realrun import RealRun, run_real
 from connmgr_evidence.realrun.librdkafka import (
     LogAccount,

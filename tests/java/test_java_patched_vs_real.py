@@ -6,7 +6,8 @@ connection metrics and the kernel's view of its sockets must agree (``verify_ker
 model is java-today plus rules (b0) and 6 (:mod:`connmgr.policies.java_patched`); the picks the
 real client made at random or by timing are replayed as for java-today, everything else -- which
 connections, which of them the rules close, when -- is the model's prediction. The runs settle
-for :data:`~connmgr_evidence.java.patched.SETTLE_MS`, longer than the linger, before the steady count.
+for :data:`~connmgr_evidence.java.patched.SETTLE_MS`, longer than the linger, before the steady
+count.
 
 At 1,000 brokers (big-producer, big-consumer) and on the seed topologies.
 """

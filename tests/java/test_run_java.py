@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from connmgr.cli import main
+from connmgr_evidence.cli import main
 from connmgr_evidence.realrun.workloads import java_needs_compat
 
 pytestmark = pytest.mark.java

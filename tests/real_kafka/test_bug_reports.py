@@ -1,4 +1,5 @@
-"""The two bug reports' reproducers (``python -m connmgr_evidence.realkafka.repro``) at a small size on
+"""The two bug reports' reproducers (``python -m connmgr_evidence.realkafka.repro``) at a small size
+on
 a real secure 3-node cluster of this module's own (``security=True``; the session cluster has
 no forwarders): ``docs/bug-double-bootstrap.md`` and ``docs/bug-admin-cluster-id.md``.
 

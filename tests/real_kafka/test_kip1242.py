@@ -393,7 +393,8 @@ def test_on_sasl_ssl_a_v5_before_authentication_is_not_checked_and_after_it_is(
 # --- the drop-in on the check ---------------------------------------------------------------
 # What the project does with the facts above: a dial for a known node confirms it in its set-up
 # (connmgr.aio.identity.confirmed_conn), and the drop-in confirms its bootstrap socket's broker
-# and adopts it (connmgr_evidence.realkafka.adoption measures it; the committed run is reports/adoption).
+# and adopts it (connmgr_evidence.realkafka.adoption measures it; the committed run is
+# reports/adoption).
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

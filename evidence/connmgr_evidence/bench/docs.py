@@ -2,7 +2,8 @@
 columns, the comparison's columns, the stages' table and their names in run order. A test
 compares each file's blocks with :func:`blocks`' text for them.
 
-``python -m connmgr_evidence.bench.docs [FILE...]`` rewrites them (by default in :data:`DOCS`, from the
+``python -m connmgr_evidence.bench.docs [FILE...]`` rewrites them (by default in :data:`DOCS`, from
+the
 checkout's root).
 """
 

@@ -214,7 +214,8 @@ class Grid:
 def real_jobs(grid: Grid) -> list[tuple[RealPoint, str, int]]:
     """The real runs in the order they run: per point, per repeat, every client of the grid,
     so that the clients of a pair run one after the other at each repeat. A pair of
-    :data:`~connmgr_evidence.bench.report.metrics.PAIRS` whose two clients are both in the grid takes turns
+    :data:`~connmgr_evidence.bench.report.metrics.PAIRS` whose two clients are both in the grid
+    takes turns
     going first (in the grid's order at even repeats, swapped at odd ones), so that running
     second (the first one's files already in the page cache) falls on both."""
     jobs = []

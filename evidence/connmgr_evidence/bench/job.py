@@ -1,11 +1,13 @@
 """``connmgr bench``: the main job, from the grid to the report.
 
 The job runs the stages of :mod:`connmgr_evidence.bench.stages` in the order
-:func:`~connmgr_evidence.bench.stages.stages` gives (the table in ``docs/benchmarks.md`` is generated
+:func:`~connmgr_evidence.bench.stages.stages` gives (the table in ``docs/benchmarks.md`` is
+generated
 from it), phase by phase (:class:`~connmgr_evidence.bench.stages.Phase`): the timed stages one at a
 time on an otherwise idle machine; then the stages that run in the background beside the
 CPU-bound simulated stages; then Spark starts and the Spark stages run on its session; last,
-the comparison (:mod:`connmgr_evidence.bench.report.compare`) writes the report, with what each stage
+the comparison (:mod:`connmgr_evidence.bench.report.compare`) writes the report, with what each
+stage
 adds to it (:meth:`~connmgr_evidence.bench.stages.Stage.report`).
 
 Everything lands in ``OUT/<run-id>/``: the raw results under ``raw/`` and the report
@@ -19,7 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,8 @@ class BenchOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     sweep: list[tuple[int, float, int]] = field(default_factory=list)
     """(points, wall s, simulations) per sweep size."""
+    partial: bool = False
+    """Only some stages ran (``run_bench(only=...)``): raw results, no comparison or report."""
 
 
 def new_run_id(now: datetime.datetime | None = None) -> str:
@@ -61,8 +65,11 @@ def run_bench(
     show: bool = True,
     say: Callable[[str], None] = print,
     run_id: str | None = None,
+    only: Collection[str] | None = None,
 ) -> BenchOutcome:
-    """Run every stage over ``grid`` and write the report into ``out/<run-id>/``."""
+    """Run every stage over ``grid`` and write the report into ``out/<run-id>/``; with
+    ``only`` (stage names), just those stages, their raw results and ``raw/job.json``, without
+    the comparison or a report (``outcome.partial``)."""
     from connmgr_evidence.bench.runtime.spark import spark_session
 
     rid = run_id or new_run_id()
@@ -70,7 +77,7 @@ def run_bench(
     ctx = StageContext(grid, new_meta(rid), run_dir / "raw", show=show, say=say)
     outcome = BenchOutcome(rid, run_dir, run_dir / "index.md")
     say(grid.describe())
-    every = stages()
+    every = stages() if only is None else tuple(s for s in stages() if s.name in only)
 
     def timed(name: str, work: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -106,11 +113,15 @@ def run_bench(
             run(stage)
         for running in beside:
             running.result()
+    if only is not None and not phase(Phase.SPARK):
+        return _partial(ctx, outcome, [s.name for s in every], None)
     say("starting Spark ...")
     ctx.spark = timed("spark start", lambda: spark_session(master))
     for stage in phase(Phase.SPARK):
         announce(stage)
         run(stage)
+    if only is not None:
+        return _partial(ctx, outcome, [s.name for s in every], ctx.spark.sparkContext.master)
     outcome.sweep = ctx.sweep
     job = {
         "grid": grid.describe(),
@@ -128,6 +139,24 @@ def run_bench(
     outcome.regressions = list(comparison.regressions)
     outcome.stated = list(comparison.stated)
     outcome.problems = problems
+    return outcome
+
+
+def _partial(
+    ctx: StageContext, outcome: BenchOutcome, names: list[str], master: str | None
+) -> BenchOutcome:
+    """End a run of some stages: their timings in ``raw/job.json``, no comparison."""
+    job = {
+        "grid": ctx.grid.describe(),
+        "stages": names,
+        "stage_seconds": outcome.stage_seconds,
+        "retried": ctx.retried,
+        "master": master,
+    }
+    ctx.raw.mkdir(parents=True, exist_ok=True)
+    (ctx.raw / JOB_FILE).write_text(json.dumps(job, indent=1))
+    outcome.partial = True
+    outcome.sweep = ctx.sweep
     return outcome
 
 
@@ -161,7 +190,8 @@ def regenerate_report(run_dir: Path, *, master: str | None = None) -> tuple[Any,
 def _compare(spark: Any, run_dir: Path, job: dict[str, Any]) -> tuple[Any, list[str]]:
     """The comparison over ``run_dir/raw``, with the job's sections and what each stage
     adds to the report; the comparison and the problems the stages found. A Spark job that
-    fails on the cluster is a :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed` (one line)."""
+    fails on the cluster is a :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed` (one
+    line)."""
     try:
         return _compare_on(spark, run_dir, job)
     except Exception as e:  # py4j carries Spark's failures

@@ -1,14 +1,16 @@
 """Kafka's whole ``org.apache.kafka.clients`` test package against stock and patched 4.3.1.
 
 CI runs Kafka's tests of the classes the patch touches
-(:data:`connmgr_evidence.java.patch.KAFKA_TEST_CLASSES`). Most of those classes drive ``MockClient``,
+(:data:`connmgr_evidence.java.patch.KAFKA_TEST_CLASSES`). Most of those classes drive
+``MockClient``,
 which runs none of the new ``NetworkClient`` code, so this benchmark command (not CI: it takes
 an hour or more) runs every test class of the package and its subpackages from the release's
 test jar -- 161 classes -- on the three variants, stock first, and compares what failed: a
 patched variant passes when the tests that failed in it are the same set as stock's (Kafka's
 tests include a few that need files the test jar does not ship, which fail on stock as well).
 
-CLI: ``python -m connmgr_evidence.bench.packagecounts [--out reports/kafka-clients-package]``: writes
+CLI: ``python -m connmgr_evidence.bench.packagecounts [--out reports/kafka-clients-package]``:
+writes
 ``counts.json`` (per variant: totals, per-class counts, failing tests) and ``index.md``; exit 0
 when neither patched variant fails a test stock passes.
 """
@@ -122,7 +124,8 @@ def render(counts: Sequence[VariantCounts], meta: Mapping[str, Any]) -> str:
         "# Kafka's whole `org.apache.kafka.clients` test package: stock and patched 4.3.1",
         "",
         f"Commit {meta['commit']}, {meta['date']}, `{meta['pattern']}` from "
-        "`kafka-clients-4.3.1-test.jar`; written by `python -m connmgr_evidence.bench.packagecounts`.",
+        "`kafka-clients-4.3.1-test.jar`; written by "
+        "`python -m connmgr_evidence.bench.packagecounts`.",
         "",
         "| variant | Kafka test classes | Kafka tests run | failed | skipped | project's own tests "
         "(failed) | minutes |",

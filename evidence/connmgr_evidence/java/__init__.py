@@ -4,7 +4,8 @@
 client version (artifacts in ``~/.m2``, build output in a per-user cache, never in the repo);
 :mod:`connmgr_evidence.java.probe` runs it through one producer or consumer scenario with
 ``NetworkClient`` logging to a file; :mod:`connmgr_evidence.java.accounting` replays that log into a
-ledger, and :mod:`connmgr_evidence.java.crosscheck` reconciles every connection in it with the client's
+ledger, and :mod:`connmgr_evidence.java.crosscheck` reconciles every connection in it with the
+client's
 own metrics and with the kernel's socket table (:mod:`connmgr.kernel`). Quick start::
 
     from connmgr_evidence.java import build_probe, kernel_sampler, run_probe

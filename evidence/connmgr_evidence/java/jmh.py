@@ -17,7 +17,8 @@ JMH's ``-prof gc``). Each is a mean over every measured iteration of every fork 
 confidence half-width (Student's t, as JMH states its own errors); a ratio to stock carries the
 half-widths of both ends (first-order propagation of the relative errors).
 
-CLI: ``python -m connmgr_evidence.java.jmh [--rounds 3] [--out reports/jmh]``; ``--help`` lists the rest.
+CLI: ``python -m connmgr_evidence.java.jmh [--rounds 3] [--out reports/jmh]``; ``--help`` lists the
+rest.
 It is not part of the test suite: it takes minutes and its figures are the machine's.
 """
 

@@ -1,6 +1,7 @@
 """The patched kafka-clients: which release, which switches, where each variant builds, and
 the patched jar itself as a client (:func:`build_patched_client`). What the probe build
-(:mod:`connmgr_evidence.java.build`) and the test runner (:mod:`connmgr_evidence.java.patch`, a program) both
+(:mod:`connmgr_evidence.java.build`) and the test runner (:mod:`connmgr_evidence.java.patch`, a
+program) both
 need, in a module that runs nothing.
 """
 

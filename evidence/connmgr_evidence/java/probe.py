@@ -1,7 +1,8 @@
 """Run the Java-client probe once, and account for every connection it makes.
 
 The probe (``benchmarks/java-probe``: a Maven module and ``connmgr.probe.Probe``, built by
-:mod:`connmgr_evidence.java.build`) runs the real ``org.apache.kafka:kafka-clients`` of a chosen version
+:mod:`connmgr_evidence.java.build`) runs the real ``org.apache.kafka:kafka-clients`` of a chosen
+version
 through one scenario -- producer: send records round-robin over partitions with ``acks=all``;
 consumer: join a group, read them, commit; admin client: describe the cluster, list topics --
 with ``org.apache.kafka.clients.NetworkClient``

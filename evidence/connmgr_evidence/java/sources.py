@@ -456,7 +456,8 @@ def malformed(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m connmgr_evidence.java.sources DOC.md...``: check every citation of Kafka's sources
+    """``python -m connmgr_evidence.java.sources DOC.md...``: check every citation of Kafka's
+    sources
     (fetching the jars it needs) and print the ones that fail; exit 1 if any does."""
     releases: dict[str, Release] = {}
     failures = 0

@@ -1,5 +1,6 @@
 """Finding ``java`` and ``mvn``, and running Maven with them: what the probe build
-(:mod:`connmgr_evidence.java.build`) and the kafka-clients patch (:mod:`connmgr_evidence.java.patch`) share."""
+(:mod:`connmgr_evidence.java.build`) and the kafka-clients patch
+(:mod:`connmgr_evidence.java.patch`) share."""
 
 from __future__ import annotations
 

@@ -35,16 +35,21 @@ The rooms, each importing only those above it:
 * :mod:`~connmgr_evidence.realkafka.errors` -- the error types;
 * :mod:`~connmgr_evidence.realkafka.classpath` -- Maven, the broker's classpath, ``java``;
 * :mod:`~connmgr_evidence.realkafka.placement` -- the broker's rule placing coordinators (pure);
-* :mod:`~connmgr_evidence.realkafka.process` -- node processes: ports, configuration, start, stop, reap;
+* :mod:`~connmgr_evidence.realkafka.process` -- node processes: ports, configuration, start, stop,
+  reap;
 * :mod:`~connmgr_evidence.realkafka.certificates`, :mod:`~connmgr_evidence.realkafka.delay`,
-  :mod:`~connmgr_evidence.realkafka.security` -- the secure listeners of ``security=True``: certificates,
+  :mod:`~connmgr_evidence.realkafka.security` -- the secure listeners of ``security=True``:
+  certificates,
   user-space RTT forwarders, and what a client needs (``docs/tls.md``);
 * :mod:`~connmgr_evidence.realkafka.protocol` -- one-question connections, ElectLeaders by hand;
-* :mod:`~connmgr_evidence.realkafka.topics`, :mod:`~connmgr_evidence.realkafka.coordinators` -- administration;
-* :mod:`~connmgr_evidence.realkafka.restart`, :mod:`~connmgr_evidence.realkafka.move` -- restarting brokers,
+* :mod:`~connmgr_evidence.realkafka.topics`, :mod:`~connmgr_evidence.realkafka.coordinators` --
+  administration;
+* :mod:`~connmgr_evidence.realkafka.restart`, :mod:`~connmgr_evidence.realkafka.move` -- restarting
+  brokers,
   and moving one to new client ports (:meth:`KafkaCluster.move_broker`);
 * :mod:`~connmgr_evidence.realkafka.cluster` -- :class:`KafkaCluster`, composing them;
-* :mod:`~connmgr_evidence.realkafka.handshakes` -- what TLS and SASL cost (imported only by callers);
+* :mod:`~connmgr_evidence.realkafka.handshakes` -- what TLS and SASL cost (imported only by
+  callers);
 * :mod:`~connmgr_evidence.realkafka.cli` -- ``connmgr cluster`` (imported only by the CLI; also
   ``python -m connmgr_evidence.realkafka``).
 """

@@ -6,8 +6,10 @@ KIP-1242 (Kafka 4.4): a client that knows the cluster id sends ``ClusterId`` and
 ``ApiVersions`` v5 on a connection to a known node, and the broker answers
 ``REBOOTSTRAP_REQUIRED`` if it is not that node of that cluster. Each start here is counted at
 the cluster's forwarders on its PLAINTEXT client listener and decoded
-(:mod:`~connmgr_evidence.realkafka.wire`); its connections split into bootstrap and known-node ones at
-its first ``Metadata`` answer (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`). For
+(:mod:`~connmgr_evidence.realkafka.wire`); its connections split into bootstrap and known-node ones
+at
+its first ``Metadata`` answer (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`).
+For
 every connection: the broker whose forwarder accepted it, the ``ApiVersions`` version, and the
 ``ClusterId`` / ``NodeId`` it carried. A second witness, the client's own: its NetworkClient
 log at DEBUG (``Sending API_VERSIONS request ... to node N``,

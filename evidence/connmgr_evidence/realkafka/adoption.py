@@ -14,7 +14,8 @@ over one listener (PLAINTEXT or SASL_SSL) at an injected RTT, by:
 
 Measured per start, outside the client: **opened** -- the connections the cluster's
 forwarders accepted from it (every TCP connection a client makes to a listener goes through
-one; see :mod:`connmgr_evidence.realkafka.delay`), **steady** -- the sockets the client holds once its
+one; see :mod:`connmgr_evidence.realkafka.delay`), **steady** -- the sockets the client holds once
+its
 records are through (kernel), **first** -- ms from just before ``start()`` to the first
 acknowledged record (producer) or the first record consumed (consumer); for the drop-in also
 its ledger's dials (which must equal ``opened``), adoptions and rejected checks. Python

@@ -5,7 +5,8 @@ Each start is counted at the cluster's forwarders on its PLAINTEXT client listen
 (``cluster.secure.access("PLAINTEXT")``; every connection a client opens there, bootstrap or
 broker, is accepted by one forwarder per broker) and its requests are read off the wire
 (:mod:`~connmgr_evidence.realkafka.wire`). A start's connections split at the first ``Metadata``
-response relayed back to it (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`): dialled
+response relayed back to it (:func:`~connmgr_evidence.realkafka.wire.split_at_first_metadata`):
+dialled
 before it, a **bootstrap** connection (the client knows no node id yet); after it, a
 **known**-node connection (a leader, the group coordinator's). For kafka-clients 4.4.0 the
 split is checked by KIP-1242: its ``ApiVersions`` v5 carries ``ClusterId`` and ``NodeId`` on
@@ -14,7 +15,8 @@ connection may carry them.
 
 Clients (:data:`VARIANTS`): the producer (idempotent, the default; one record to each of the
 topic's three partitions, led by brokers 1, 2 and 3, acks=all) runs in one long-lived probe JVM,
-a new ``KafkaProducer`` per start (:mod:`connmgr_evidence.java.serverless`); the group consumer (classic
+a new ``KafkaProducer`` per start (:mod:`connmgr_evidence.java.serverless`); the group consumer
+(classic
 protocol, a new group per start, reads three records and commits) is one probe JVM per start
 (:func:`connmgr_evidence.java.run_probe`). Each variant's starts run back to back, one at a time.
 """
@@ -58,7 +60,8 @@ _PUSH_OFF: Final = (("enable.metrics.push", "false"),)
 
 @dataclass(frozen=True, slots=True)
 class BootstrapVariant:
-    """One client, release and configuration. ``version`` as :func:`connmgr_evidence.java.build_probe`
+    """One client, release and configuration. ``version`` as
+    :func:`connmgr_evidence.java.build_probe`
     names it (``4.3.1-patched``: the project's patch, its switches on); ``settings`` are added
     to the client's configuration."""
 

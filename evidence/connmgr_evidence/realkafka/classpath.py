@@ -240,7 +240,8 @@ def resolve_broker_classpath(
     if pinned_log4j != LOG4J_VERSIONS[KAFKA_VERSION]:
         raise RealKafkaError(
             f"{pom} pins log4j.version={pinned_log4j!r} but Kafka {KAFKA_VERSION} needs "
-            f"{LOG4J_VERSIONS[KAFKA_VERSION]!r} (connmgr_evidence.realkafka.classpath.LOG4J_VERSIONS): "
+            f"{LOG4J_VERSIONS[KAFKA_VERSION]!r} "
+            "(connmgr_evidence.realkafka.classpath.LOG4J_VERSIONS): "
             "change both together"
         )
     # The release and its log4j are Maven arguments, not pom content: both key the cache too.

@@ -1,7 +1,8 @@
 """``connmgr cluster``: start a real Kafka cluster on 127.0.0.1, shape it, hold it, tear it down.
 
 Standalone-callable (:func:`cluster_command` has its own parser), so the main ``connmgr`` CLI
-only has to hand it the arguments after ``cluster``; ``python -m connmgr_evidence.realkafka`` runs it too.
+only has to hand it the arguments after ``cluster``; ``python -m connmgr_evidence.realkafka`` runs
+it too.
 """
 
 from __future__ import annotations

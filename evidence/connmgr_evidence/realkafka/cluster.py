@@ -1,11 +1,14 @@
 """The real cluster: :class:`KafkaCluster` starts KRaft nodes, waits until they serve, says
 where they are, and stops them.
 
-It composes the package's rooms: the broker's classpath (:mod:`~connmgr_evidence.realkafka.classpath`),
+It composes the package's rooms: the broker's classpath
+(:mod:`~connmgr_evidence.realkafka.classpath`),
 the node processes (:mod:`~connmgr_evidence.realkafka.process`), the wire
 (:mod:`~connmgr_evidence.realkafka.protocol`), and, mixed in, the administration of topics
-(:mod:`~connmgr_evidence.realkafka.topics`), coordinators (:mod:`~connmgr_evidence.realkafka.coordinators`) and
-broker restarts and moves (:mod:`~connmgr_evidence.realkafka.restart`, :mod:`~connmgr_evidence.realkafka.move`).
+(:mod:`~connmgr_evidence.realkafka.topics`), coordinators
+(:mod:`~connmgr_evidence.realkafka.coordinators`) and
+broker restarts and moves (:mod:`~connmgr_evidence.realkafka.restart`,
+:mod:`~connmgr_evidence.realkafka.move`).
 """
 
 from __future__ import annotations
@@ -87,10 +90,12 @@ class KafkaCluster(BrokerMoves, CoordinatorAdmin):
             :meth:`access` says how to reach each, :meth:`set_rtt` sets their round-trip time.
             Off by default; the PLAINTEXT listener and its ports are the same either way.
         jmx: give every node's JVM a remote JMX port on 127.0.0.1, without authentication
-            or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr_evidence.java.jmx`). Off by default.
+            or TLS (:meth:`jmx_endpoints`; read by :mod:`connmgr_evidence.java.jmx`). Off by
+            default.
         version: the Kafka release, one of :data:`~connmgr_evidence.realkafka.KAFKA_VERSIONS`; None
             (the default) is ``$CONNMGR_KAFKA_VERSION`` if set, else
-            :data:`~connmgr_evidence.realkafka.KAFKA_VERSION` (:func:`~connmgr_evidence.realkafka.kafka_version`).
+            :data:`~connmgr_evidence.realkafka.KAFKA_VERSION`
+            (:func:`~connmgr_evidence.realkafka.kafka_version`).
             An unsupported one raises :class:`RealKafkaError` here, before anything starts.
 
     Use as a context manager (``with KafkaCluster() as cluster:``) or call :meth:`start` and

@@ -1,4 +1,5 @@
-"""``python -m connmgr_evidence.realkafka.repro BUG``: reproduce one of the project's bug reports against
+"""``python -m connmgr_evidence.realkafka.repro BUG``: reproduce one of the project's bug reports
+against
 kafka-clients on a real 3-node KRaft cluster (Kafka 4.4.0, its secure tier's forwarders), print
 the table, exit 0 if the bug reproduced, 1 if it did not, 2 on bad arguments or a failure.
 

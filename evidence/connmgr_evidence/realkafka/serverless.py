@@ -68,7 +68,8 @@ __all__ = [
 
 VARIANTS: Final = ("aiokafka", "proposed", "java-4.4.0", "java-4.3.1-patched")
 JAVA_VERSIONS: Final = {"java-4.4.0": "4.4.0", "java-4.3.1-patched": "4.3.1-patched"}
-"""The Java variants' kafka-clients versions, as :func:`connmgr_evidence.java.build_probe` names them."""
+"""The Java variants' kafka-clients versions, as :func:`connmgr_evidence.java.build_probe` names
+them."""
 LABELS: Final = {
     "aiokafka": "stock aiokafka",
     "proposed": "drop-in (adoption)",

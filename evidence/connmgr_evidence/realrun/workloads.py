@@ -48,7 +48,8 @@ class WorkloadInputs:
     bootstrap: str
     """The client's ``bootstrap_servers``."""
     options: Mapping[str, int]
-    """The run options (``records``, ``settle_ms``, ...: ``connmgr_evidence.realrun.run.RUN_OPTIONS``)."""
+    """The run options (``records``, ``settle_ms``, ...:
+    ``connmgr_evidence.realrun.run.RUN_OPTIONS``)."""
     policy_settings: Mapping[str, str]
     """The scenario's policy settings, as the simulator gets them."""
     verify: bool
@@ -57,7 +58,8 @@ class WorkloadInputs:
 
 Workload = Callable[[WorkloadInputs], Awaitable[None]]
 """A client's workload through a scenario: fills ``work.run``, raises
-:class:`RealRunError` if records were lost (the table is ``connmgr_evidence.realrun.run.workload_of``)."""
+:class:`RealRunError` if records were lost (the table is
+``connmgr_evidence.realrun.run.workload_of``)."""
 
 
 def client_kwargs(

@@ -35,6 +35,7 @@ from connmgr.policies.recorded import NOTHING_RECORDED, RecordedChoices
 
 class AiokafkaTodayPolicy(Policy):
     name: ClassVar[str] = "aiokafka-today"
+    extra_options: ClassVar[frozenset[str]] = frozenset({"bootstrap_offset"})
     summary: ClassVar[str] = "aiokafka 0.14: bootstrap then close, random node for metadata"
 
     def __init__(

@@ -18,7 +18,8 @@ in its scan that has no connection (none when the client was given one server). 
 else, including idle expiry of both bootstrap connections, is java-today's.
 
 It stands for "Java 4.4 as measured" in the workload classes
-(:mod:`connmgr_evidence.bench.workloads`): short-lived clients pay that second bootstrap handshake at
+(:mod:`connmgr_evidence.bench.workloads`): short-lived clients pay that second bootstrap handshake
+at
 every start.
 """
 

@@ -96,6 +96,7 @@ class _LostRole:
 
 class JavaPatchedPolicy(JavaTodayPolicy):
     name: ClassVar[str] = "java-patched"
+    extra_options: ClassVar[frozenset[str]] = frozenset({"connection_linger_ms"})
     summary: ClassVar[str] = (
         "kafka-clients 4.3.1 + the project's patch: java-today, bootstrap connection closed"
     )

@@ -78,6 +78,7 @@ POLL_LOOP_MS = 0.01
 
 class JavaTodayPolicy(Policy):
     name: ClassVar[str] = "java-today"
+    extra_options: ClassVar[frozenset[str]] = frozenset({"bootstrap_offset"})
     summary: ClassVar[str] = "Java kafka-clients today (trunk): leastLoadedNode, node-id keys"
 
     def __init__(

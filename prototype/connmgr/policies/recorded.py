@@ -3,7 +3,8 @@ replay: not a policy option, an observation.
 
 A real client's random draws and its timing-dependent picks (Java's ``leastLoadedNode`` with
 "no active connection", aiokafka's ``random.choice`` of a broker) cannot be derived from the
-model's own state. A comparison of a model with a recorded run (:mod:`connmgr_evidence.realrun.record`,
+model's own state. A comparison of a model with a recorded run
+(:mod:`connmgr_evidence.realrun.record`,
 the Java and embedded model-vs-real tests) gives the model what the run chose instead of
 loosening the comparison. Only the models of today's clients
 (:class:`~connmgr.policies.java_today.JavaTodayPolicy` and its variants,

@@ -22,6 +22,41 @@ POLICY_OPTIONS = frozenset(
 """What ``--set`` takes besides scenario parameters: the policy options and a recorded run's
 choices (:mod:`connmgr.policies.recorded`), which the models of today's clients replay."""
 
+COMMON_POLICY_OPTIONS = frozenset(
+    {"bootstrap", "connections_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms"}
+)
+"""The options every policy reads: its bootstrap list, and the core's idle expiry and
+reconnect back-off (:mod:`connmgr.core.execution`)."""
+
+
+def options_of(cls: type[Policy]) -> frozenset[str]:
+    """The policy options ``cls`` reads: :data:`COMMON_POLICY_OPTIONS`, each class's own
+    ``extra_options`` along its MRO, and a recorded run's choices for a model that replays
+    them (one that takes ``recorded``)."""
+    found = set(COMMON_POLICY_OPTIONS)
+    for klass in cls.__mro__:
+        found.update(vars(klass).get("extra_options", ()))
+    if "recorded" in inspect.signature(cls).parameters:
+        found.update(s.name for s in RECORDED_OPTIONS)
+    return frozenset(found)
+
+
+def check_policy_options(
+    scenario: str, policy: str | type[Policy], settings: Mapping[str, str]
+) -> None:
+    """Raise :class:`ConfigError` naming a policy option in ``settings`` (``--set`` strings)
+    that ``policy`` does not read (:func:`options_of`), and the ones it does: an option set
+    for another policy would otherwise be accepted and silently ignored."""
+    cls = policy_class(policy) if isinstance(policy, str) else policy
+    _, policy_settings = split_settings(scenario, settings)
+    takes = options_of(cls)
+    ignored = sorted(set(policy_settings) - takes)
+    if ignored:
+        raise ConfigError(
+            f"policy {cls.name!r} does not take {', '.join(ignored)}; its options are "
+            f"{', '.join(sorted(takes))}"
+        )
+
 
 def split_settings(
     scenario: str, settings: Mapping[str, str]

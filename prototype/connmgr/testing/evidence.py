@@ -17,11 +17,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
-
-from connmgr.testing.machines import PairMachine, Step, World, pair_machine, redialled
 from connmgr.testing.mutants import (
     EagerDialer,
     IgnoresBudget,
@@ -32,6 +29,14 @@ from connmgr.testing.mutants import (
     StaleEndpoint,
     Thrashing,
 )
+
+# Hypothesis and the machines built on it are imported where a search runs: the names and
+# cases here (the grid's check, `connmgr bench --list`) must import without Hypothesis, a
+# dev dependency.
+if TYPE_CHECKING:
+    from hypothesis import settings
+
+    from connmgr.testing.machines import PairMachine, Step, World
 
 INVARIANTS = ("same routing", "never more sockets", "tight", "safety", "determinism")
 """The invariants of :class:`PairMachine`, as their failure messages begin."""
@@ -112,6 +117,8 @@ def search_settings(
     """Hypothesis settings for a measured run: no example database (a run measures its own
     search, not a replay of an earlier one), no deadline, one bug reported; ``shrink=False``
     reports the first failing example as found."""
+    from hypothesis import HealthCheck, Phase, settings
+
     return settings(
         max_examples=max_examples,
         stateful_step_count=step_count,
@@ -133,6 +140,8 @@ class _Counter:
 
 
 def _counted(machine: type[PairMachine], counter: _Counter) -> type[PairMachine]:
+    from connmgr.testing.machines import redialled
+
     class Counted(machine):  # type: ignore[valid-type,misc]
         def feed(self, step: Step) -> None:
             counter.steps += 1
@@ -186,6 +195,10 @@ def run_agreement(
     baseline: str, *, max_examples: int, step_count: int, derandomize: bool = False
 ) -> AgreementRun:
     """Run the proposed policy against ``baseline`` (a policy name) over drawn histories."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from connmgr.testing.machines import pair_machine
+
     counter = _Counter()
     machine = _counted(pair_machine(baseline), counter)
     started = time.perf_counter()
@@ -252,6 +265,10 @@ def find_counterexample(
     """Search ``case.mutant`` against ``baseline`` (derandomized, so a run in CI explores
     the same examples every time); None if nothing failed within the budget. ``shrink``
     says how far the failing story is shortened (:class:`Shrinking`)."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from connmgr.testing.machines import pair_machine
+
     counter = _Counter()
     pair = pair_machine(baseline, case.mutant)
     last: list[PairMachine] = []

@@ -2,14 +2,16 @@
 the summaries the report is made of.
 
 Pairing: a ``proposed`` row is paired with every other policy's row of the same
-``(kind, point, repeat)``, and the subject of each of :data:`~connmgr_evidence.bench.report.metrics.PAIRS`
+``(kind, point, repeat)``, and the subject of each of
+:data:`~connmgr_evidence.bench.report.metrics.PAIRS`
 (the patched kafka-clients) with its baseline's row. Each pair gives ratios subject /
 baseline (0/0 = 1; x/0 = inf, worse); each ``(kind, point, subject, baseline)`` gets, over
 its pairs, the median of every metric on both sides, the median ratio and the ratio's min
 and max, and the flags of the regression rules (:mod:`connmgr_evidence.bench.report.metrics`).
 
 Only aggregated rows come back to the driver (no pandas), as the typed values of
-:mod:`connmgr_evidence.bench.report.summaries`; the sweep's per-point comparisons, which can be many, are
+:mod:`connmgr_evidence.bench.report.summaries`; the sweep's per-point comparisons, which can be
+many, are
 streamed to Parquet instead (:func:`write_sweep_points`).
 """
 
@@ -163,7 +165,8 @@ def _int_sum(col: str) -> Any:
 
 def gather(df: Any, summary: Any) -> Aggregates:
     """Every aggregate the report needs, collected to the driver (all small): ``df`` is
-    :func:`~connmgr_evidence.bench.report.load.load_results`'s, ``summary`` :func:`pair_summary`'s."""
+    :func:`~connmgr_evidence.bench.report.load.load_results`'s, ``summary``
+    :func:`pair_summary`'s."""
     from pyspark.sql import functions as F
 
     not_sweep = F.col("kind") != schema.Kind.SWEEP.value

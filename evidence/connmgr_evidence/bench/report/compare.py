@@ -2,23 +2,29 @@
 
 Input (``RUN_DIR``):
 
-- ``results/*.parquet``: rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`), as files
+- ``results/*.parquet``: rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`),
+  as files
   or as Spark-written dataset directories;
 - ``micro/*.json`` (optional): pytest-benchmark ``--benchmark-json`` files.
 
 The job runs its stages in order, each a module of its own, with typed values between them:
 
-1. load and check (:mod:`connmgr_evidence.bench.report.load`, :mod:`connmgr_evidence.bench.report.micro`):
+1. load and check (:mod:`connmgr_evidence.bench.report.load`,
+   :mod:`connmgr_evidence.bench.report.micro`):
    everything is checked before anything is compared; broken input raises
    :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the problem;
-2. aggregate in Spark (:mod:`connmgr_evidence.bench.report.aggregation`): pairs, medians, ratios and the
-   regression flags (rules in :mod:`connmgr_evidence.bench.report.metrics`), collected as the values of
+2. aggregate in Spark (:mod:`connmgr_evidence.bench.report.aggregation`): pairs, medians, ratios and
+   the
+   regression flags (rules in :mod:`connmgr_evidence.bench.report.metrics`), collected as the values
+   of
    :mod:`connmgr_evidence.bench.report.summaries`;
-3. the stated costs (:mod:`connmgr_evidence.bench.report.stated`): the flagged differences that a stated cost
+3. the stated costs (:mod:`connmgr_evidence.bench.report.stated`): the flagged differences that a
+   stated cost
    of the proposal (:data:`connmgr.costs.STATED_COSTS`) covers are set apart from the
    regressions;
 4. the tables (:mod:`connmgr_evidence.bench.report.tables`, written by
-   :mod:`connmgr_evidence.bench.report.table`), the plots (:mod:`connmgr_evidence.bench.report.plots`) and the
+   :mod:`connmgr_evidence.bench.report.table`), the plots
+   (:mod:`connmgr_evidence.bench.report.plots`) and the
    page (:mod:`connmgr_evidence.bench.report.page`).
 
 The names tests and callers import from here (``load_results``, ``pair_summary``, ...) are

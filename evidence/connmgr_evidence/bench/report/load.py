@@ -3,7 +3,8 @@
 Input: ``RUN_DIR/results/*.parquet``, rows of the results schema
 (:mod:`connmgr_evidence.bench.results.schema`), as files or as Spark-written dataset directories.
 Broken input raises
-:class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the problem: no results, an
+:class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the problem: no
+results, an
 unreadable file, a file of another schema, an impossible value, a duplicated row, a result
 with nothing to pair with (a ``proposed`` row is paired with every other policy's row of the
 same ``(kind, point, repeat)``).

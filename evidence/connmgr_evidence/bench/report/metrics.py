@@ -70,7 +70,8 @@ some runs of either client (opened 5 or 6 at the same point), a race with its ow
 connection, so run-vs-run counts of the Java pair differ by one either way with nothing
 regressed. What is exact about it, each client's sockets against its model (java-today for
 the release, java-patched for the patch), is checked run by run by
-``python -m connmgr_evidence.bench.patchcompare`` and the patch's own tests; the ``comparison`` table
+``python -m connmgr_evidence.bench.patchcompare`` and the patch's own tests; the ``comparison``
+table
 still shows the pair's socket medians and ratios."""
 
 HISTORY_BASELINES = ("java-described",)

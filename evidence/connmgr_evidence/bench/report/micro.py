@@ -1,7 +1,8 @@
 """The micro-benchmarks of a run: pytest-benchmark ``--benchmark-json`` files, read and
 checked.
 
-Broken input raises :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and the
+Broken input raises :class:`~connmgr_evidence.bench.results.schema.ResultsError` naming the file and
+the
 benchmark at fault. A benchmark's policy is ``params['policy']``, else its single string
 parameter, else the ``[...]`` of its name.
 """

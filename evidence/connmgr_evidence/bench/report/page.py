@@ -42,7 +42,8 @@ class Page:
     extra_sections: Sequence[tuple[str, str]] = field(default_factory=tuple)
     regenerate: str = ""
     stated: str = ""
-    """The "Stated costs" section (:mod:`connmgr_evidence.bench.report.stated`); left out when empty."""
+    """The "Stated costs" section (:mod:`connmgr_evidence.bench.report.stated`); left out when
+    empty."""
 
 
 def render_index(page: Page, out: Path) -> str:

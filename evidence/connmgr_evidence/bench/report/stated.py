@@ -1,7 +1,8 @@
 """The comparison's stated costs: the regressions that the proposal's stated costs
 (:data:`connmgr.costs.STATED_COSTS`) explain, kept apart from the ones nothing explains.
 
-A regression (:class:`~connmgr_evidence.bench.report.summaries.Regression`) is a stated cost when a stated
+A regression (:class:`~connmgr_evidence.bench.report.summaries.Regression`) is a stated cost when a
+stated
 cost covers it: same kind (``sim``), point (the named scenario at its defaults), baseline and
 metric, and the proposal's median no more than the stated excess above the baseline's
 (:meth:`connmgr.costs.StatedCost.covers`). Those are shown under "Stated costs" with their
@@ -10,7 +11,8 @@ regression and fails ``connmgr bench``.
 
 The ``stated-costs`` table has one row per stated cost, measured from the comparison's rows
 (the ``comparison`` table's records or :meth:`PairSummary.record`): the report builds it
-from its aggregates, the RFC from a report's ``comparison`` table (:mod:`connmgr_evidence.bench.rfc`),
+from its aggregates, the RFC from a report's ``comparison`` table
+(:mod:`connmgr_evidence.bench.rfc`),
 so a report written before the table existed still gives it. Nothing here needs Spark.
 """
 
@@ -60,7 +62,8 @@ def cost_of(
     regression: Regression, costs: Iterable[StatedCost] = STATED_COSTS
 ) -> StatedCost | None:
     """The stated cost that covers ``regression``, or None: it is a regression. Costs are
-    the proposal's: another subject's regression (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`) is
+    the proposal's: another subject's regression
+    (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`) is
     never covered."""
     r = regression
     if r.subject != PROPOSED:

@@ -1,7 +1,8 @@
 """The comparison's aggregates as typed values: what the Spark stage
 (:mod:`connmgr_evidence.bench.report.aggregation`) hands to the tables, the plots and the page.
 
-Each row type is a frozen dataclass and a :class:`~connmgr_evidence.bench.results.record.Record`: its fields'
+Each row type is a frozen dataclass and a :class:`~connmgr_evidence.bench.results.record.Record`:
+its fields'
 annotations declare its columns once, and from them come the report tables' columns and
 types, the record built from one collected Spark row (``from_record``, which takes the
 columns it names and ignores the rest) and the flat record (``record``) whose keys are the
@@ -73,14 +74,16 @@ class PairSummary(Record):
     :data:`~connmgr_evidence.bench.report.metrics.PAIRS` (the patched kafka-clients against its
     release). The metrics' ``proposed`` side is the subject's. Its columns are the
     ``comparison`` table's: the point's (its parameters are
-    :data:`~connmgr_evidence.bench.results.schema.POINT_PARAMS`), ``<m>_proposed`` ... ``<m>_ratio_max`` per
+    :data:`~connmgr_evidence.bench.results.schema.POINT_PARAMS`), ``<m>_proposed`` ...
+    ``<m>_ratio_max`` per
     metric, ``worse_<m>`` per ruled metric and ``regressed``."""
 
     kind: Text
     scenario: Text
     point: Text
     subject: Text
-    """``proposed``, or the subject of one of :data:`~connmgr_evidence.bench.report.metrics.PAIRS`."""
+    """``proposed``, or the subject of one of
+    :data:`~connmgr_evidence.bench.report.metrics.PAIRS`."""
     baseline: Text
     client: Text
     brokers: Count

@@ -2,7 +2,8 @@
 (:mod:`connmgr_evidence.bench.report.summaries`) and the micro-benchmarks
 (:mod:`connmgr_evidence.bench.report.micro`).
 
-Each builder returns a :class:`~connmgr_evidence.bench.report.table.Table` whose rows are sorted so that a
+Each builder returns a :class:`~connmgr_evidence.bench.report.table.Table` whose rows are sorted so
+that a
 report is a function of its input alone (nulls last). Nothing here needs Spark.
 """
 
@@ -47,7 +48,8 @@ _ROLE_POINT = ("kind", "scenario", "brokers", "point", "policy", "repeats")
 
 def _proposal(rows: Iterable[PairSummary]) -> list[PairSummary]:
     """The proposal's pairs: the tables about the proposal leave the other subjects'
-    (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`) to the ``comparison`` and ``latency`` tables."""
+    (:data:`~connmgr_evidence.bench.report.metrics.PAIRS`) to the ``comparison`` and ``latency``
+    tables."""
     return [r for r in rows if r.subject == PROPOSED]
 
 

@@ -28,7 +28,8 @@ from typing import Annotated, Any, Self, get_args, get_origin, get_type_hints
 from connmgr_evidence.bench.results.schema import BOOL, DOUBLE, LONG, STRING, ColumnType
 
 Columns = tuple[tuple[str, ColumnType], ...]
-"""(name, type) per column, in order: what a :class:`~connmgr_evidence.bench.report.table.Table` takes."""
+"""(name, type) per column, in order: what a :class:`~connmgr_evidence.bench.report.table.Table`
+takes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`) from runs, with run metadata.
+"""Rows of the results schema (:mod:`connmgr_evidence.bench.results.schema`) from runs, with run
+metadata.
 
 A row carries who produced it (git commit, versions, machine) so that a figure in a report
 can be traced back to the code and the machine that measured it.

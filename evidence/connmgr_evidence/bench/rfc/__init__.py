@@ -139,7 +139,10 @@ def _real_sockets(report: Report) -> str:
 def _claims(_: Report) -> str:
     text = CLAIMS.read_text()
     table = "\n".join(line for line in text.splitlines() if line.startswith("|"))
-    return f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` (`python -m connmgr_evidence.java.claims`).*"
+    return (
+        f"{table}\n\n*Source: `docs/java-2.1.0-claims.md` "
+        "(`python -m connmgr_evidence.java.claims`).*"
+    )
 
 
 def _stated_costs(report: Report) -> str:
@@ -439,7 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             for line in diff:
                 print(line, file=sys.stderr)
-            return 1 if diff else 0
+            if diff:
+                return 1
+            checked = 1 + len(companions(args.rfc))
+            print(f"{args.rfc}: {checked} files match {report}")
+            return 0
         report = args.report or latest_report()
         changed = refresh(report, args.rfc)
     except (RfcError, ResultsError, OSError) as e:

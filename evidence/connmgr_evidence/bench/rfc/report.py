@@ -87,7 +87,8 @@ class Report:
 
     def stage(self, name: str) -> dict[str, Any]:
         """A stage's raw JSON (``raw/<name>.json``, e.g. the fleet view's settings), read
-        as the comparison reads it (:func:`~connmgr_evidence.bench.results.stagefile.read_stage`)."""
+        as the comparison reads it
+        (:func:`~connmgr_evidence.bench.results.stagefile.read_stage`)."""
         found = read_stage(self.path / "raw", f"{name}.json", ("settings",), f"{name}-stage")
         if found is None:
             raise RfcError(f"{self.path / 'raw' / name}.json: no such stage file in the report")

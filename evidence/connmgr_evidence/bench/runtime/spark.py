@@ -212,7 +212,7 @@ def spark_session(master: str | None = None, app: str = "connmgr-bench") -> Any:
         from pyspark.sql import SparkSession
     except ImportError as e:
         raise SparkUnavailable(
-            f"pyspark is not installed ({e}); install the project with `pip install -e .`"
+            f"pyspark is not installed ({e}); install the evidence with `pip install -e ./evidence`"
         ) from e
     scratch = Path(tempfile.gettempdir()) / f"connmgr-spark-{os.getuid()}"
     scratch.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,8 @@ _GROUPS = itertools.count(1)
 def spark_job(sc: Any, description: str, progress: Progress | None) -> Iterator[None]:
     """Run the body's Spark actions as one job group named after ``description``, with
     ``progress`` called about once a second while its tasks run. A failure Spark reports
-    (py4j or pyspark) becomes :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed`; the group is
+    (py4j or pyspark) becomes :class:`~connmgr_evidence.bench.runtime.spark.SparkJobFailed`; the
+    group is
     cleared and the watcher stopped however the body ends."""
     group = f"connmgr-{next(_GROUPS)}-{id(sc)}"
     sc.setJobGroup(group, description, interruptOnCancel=False)

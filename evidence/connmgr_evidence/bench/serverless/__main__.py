@@ -1,4 +1,5 @@
-"""``python -m connmgr_evidence.bench.serverless``: see :mod:`connmgr_evidence.bench.serverless.cli`."""
+"""``python -m connmgr_evidence.bench.serverless``: see
+:mod:`connmgr_evidence.bench.serverless.cli`."""
 
 from connmgr_evidence.bench.serverless.cli import main
 

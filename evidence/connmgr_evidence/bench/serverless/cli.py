@@ -1,5 +1,7 @@
-"""``python -m connmgr_evidence.bench.serverless``: start a 3-broker KRaft cluster with TLS and SASL,
-run short-lived producers of each variant (:func:`connmgr_evidence.realkafka.serverless.measure`) and
+"""``python -m connmgr_evidence.bench.serverless``: start a 3-broker KRaft cluster with TLS and
+SASL,
+run short-lived producers of each variant (:func:`connmgr_evidence.realkafka.serverless.measure`)
+and
 write the report.
 
 A benchmark, not a test. It stops by itself: ``--starts`` per variant, each start bounded by

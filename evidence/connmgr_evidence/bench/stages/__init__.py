@@ -88,7 +88,8 @@ class StageReport:
     """(title, Markdown): shown before the job's own sections."""
     headline: Sequence[BaselineHeadline] = ()
     life_costs: Sequence[Mapping[str, Any]] = ()
-    """Rows of the ``life-costs`` table (:func:`connmgr_evidence.bench.report.tables.life_cost_rows`)."""
+    """Rows of the ``life-costs`` table
+    (:func:`connmgr_evidence.bench.report.tables.life_cost_rows`)."""
     problems: Sequence[str] = ()
     """What the stage found wrong: the job exits non-zero if any."""
 

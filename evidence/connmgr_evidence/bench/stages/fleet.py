@@ -19,7 +19,8 @@ so brokers' loads differ; it bootstraps from brokers 1..3, as a fleet shares one
 the simulator, once per policy of :data:`FLEET_POLICIES`, and a broker's sockets are the
 sum of every client's sockets there (:mod:`connmgr_evidence.bench.stages.fleetview` adds them up).
 
-Clients run at the sweep's cadence (:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: a request
+Clients run at the sweep's cadence (:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: a
+request
 every 2 minutes). A storm's shape depends on cadence where clients wait for a request to
 notice a change, so it was measured against the clients' default cadence on 300 clients x
 100 brokers, 10 restarts, seed 0, per policy (proposed / java-today / aiokafka-today,

@@ -1,6 +1,7 @@
 """The fleet stage's raw files and what the report shows of them.
 
-:func:`write_fleet` writes the :class:`~connmgr_evidence.bench.stages.fleetview.FleetView` under ``raw/``:
+:func:`write_fleet` writes the :class:`~connmgr_evidence.bench.stages.fleetview.FleetView` under
+``raw/``:
 
 * ``fleet.json``: the run's meta, the settings, the restart schedule and its window, the
   stage's wall and CPU time, and per policy the fleet's handshakes in each second of the hour and

@@ -3,7 +3,8 @@ bucket, in Spark tasks (or here, for tests and replay).
 
 Clients share nothing, so a broker's sockets at an instant are the sum of every client's
 sockets there, and its handshakes the sum of theirs. The Spark job (:func:`run_fleet`)
-ships nothing but client indices: each task draws its clients (:mod:`connmgr_evidence.bench.stages.fleet`),
+ships nothing but client indices: each task draws its clients
+(:mod:`connmgr_evidence.bench.stages.fleet`),
 simulates each under every policy, and groups the sockets by (policy, broker); a shuffle
 brings each broker's sockets together, and one pass over them
 (:func:`broker_series`) gives per ``bucket_ms``:

@@ -373,7 +373,8 @@ class SweepStage(RowsOnly):
         " the 30-minute job can spare beside the fleet, life and TLS stages), `proposed` against "
         "`java-today` and `aiokafka-today`, each run one simulated hour at a coarser request "
         "cadence that counts the same sockets and client-hour "
-        "(`connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: measured equal on 300 points), timed at "
+        "(`connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`: measured equal on 300 points), "
+        "timed at "
         "several grid sizes"
     )
     writes = "`kind = sweep`"

@@ -3,7 +3,8 @@ handshakes the simulated clients make.
 
 The grid's ``[tls]`` section starts a real KRaft cluster of ``brokers`` nodes with SSL and
 SASL_SSL (SCRAM-SHA-512) listeners behind user-space delay forwarders
-(:class:`~connmgr_evidence.realkafka.KafkaCluster` with ``security=True``, certificates made at start)
+(:class:`~connmgr_evidence.realkafka.KafkaCluster` with ``security=True``, certificates made at
+start)
 and measures it with :func:`~connmgr_evidence.realkafka.handshakes.measure_tls`: ``connections``
 handshakes per protocol and injected RTT, the brokers' CPU per handshake, and time to first
 ack over SASL_SSL for stock aiokafka and the drop-in producer (``starts`` each per RTT,

@@ -1,4 +1,5 @@
-"""Workload classes against the limits operators hit (``python -m connmgr_evidence.bench.workloads``).
+"""Workload classes against the limits operators hit (``python -m
+connmgr_evidence.bench.workloads``).
 
 Each class of client (:mod:`.classes`) is drawn, simulated under every client model and
 composed into a fleet (:mod:`.compose`), run per cluster size in worker processes

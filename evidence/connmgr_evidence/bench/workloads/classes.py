@@ -2,7 +2,8 @@
 that drive its connections.
 
 A class draws its clients from ``(seed, index)`` alone, over a cluster of ``brokers``
-brokers, as the fleet stage does (:mod:`connmgr_evidence.bench.stages.fleet`): each drawn client is a
+brokers, as the fleet stage does (:mod:`connmgr_evidence.bench.stages.fleet`): each drawn client is
+a
 :class:`Drawn` -- a scenario the simulator runs under every client model, and the instant of
 the hour it starts. Clients share nothing but the cluster's schedule; a class stands for a
 fleet of :attr:`WorkloadClass.fleet` clients (or starts an hour), composed from the drawn
@@ -26,7 +27,8 @@ The classes:
   minute 10.
 
 Long-lived clients run at the sweep's cadence (a request every 2 minutes,
-:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`), as the fleet stage does: the counts of a
+:data:`~connmgr_evidence.bench.stages.sweep.SWEEP_TIMINGS`), as the fleet stage does: the counts of
+a
 client's connections are those of the default cadence; short-lived producers and pollers keep
 their own.
 """

@@ -7,7 +7,8 @@ composed instead. ``templates`` clients are drawn and simulated (:func:`simulate
 ``j`` of a fleet of ``F`` repeats drawn client ``j mod templates``, its whole life shifted:
 
 * to a start drawn uniformly over the class's window, when the client's life depends on
-  its own clock alone (no churn: :attr:`~connmgr_evidence.bench.workloads.classes.WorkloadClass.aligned`
+  its own clock alone (no churn:
+  :attr:`~connmgr_evidence.bench.workloads.classes.WorkloadClass.aligned`
   is false) -- exact, as each drawn client was simulated from its own time 0;
 * by a jitter of up to half a second either way around the drawn client's own start, when
   its life is tied to the cluster's clock (churn at fixed minutes) -- the copies of one

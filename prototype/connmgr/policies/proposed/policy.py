@@ -26,6 +26,10 @@ from connmgr.policies.proposed.stale_address import StaleAddresses
 
 class ProposedPolicy(Policy):
     name: ClassVar[str] = "proposed"
+    extra_options: ClassVar[frozenset[str]] = frozenset(
+        {"bootstrap_offset", "warm_up", "share_coordinator", "connection_linger_ms"}
+        | {"max_connections", "expected_cluster_id", "adopt_unverified"}
+    )
     summary: ClassVar[str] = "(host, port, id) keys, deferred, adopt-or-close, prompt close"
     checks_dialled_identity: ClassVar[bool] = True
 
