@@ -61,7 +61,7 @@ def _positive(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m connmgr_evidence.bench.adoption",
+        prog="connmgr adoption",
         description=(
             "Client starts on a real 3-broker Kafka 4.4 cluster (KRaft, TLS and SASL_SSL "
             "listeners, RTT injected by forwarders): stock aiokafka and the drop-in, which "

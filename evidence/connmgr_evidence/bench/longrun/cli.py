@@ -23,7 +23,7 @@ __all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m connmgr_evidence.bench.longrun",
+        prog="connmgr longrun",
         description=(
             "The long run: kafka-clients 4.3.1 stock and patched (with "
             + ", ".join(f"{k}={v}" for k, v in SWITCHES.items())
