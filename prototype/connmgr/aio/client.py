@@ -13,6 +13,15 @@ Which seams are overridden, and why these:
 * ``get_random_node()`` — still answers callers that need *a* node id (InitProducerId); the
   request itself is then routed as an any-node request whatever id they pass.
 * ``close()`` — the policy's ``ClientClosed`` closes everything it opened.
+
+**An unreachable bootstrap fails the first need at once.** Stock ``start()`` dials each
+bootstrap server once and raises ``KafkaConnectionError`` if none connects. Ours dials nothing
+in ``start()`` (without ``warm_up``), so the first request to need a connection before any
+metadata came -- the first ``send()``, a consumer's topics in ``start()`` -- takes that role:
+once every bootstrap server's dial failed since the request began (refused, unresolvable, the
+handshake failed), it fails with stock's ``KafkaConnectionError`` ("Unable to bootstrap from
+..."), naming each failure, instead of waiting out ``request_timeout_ms`` while the policy
+dials again. See :class:`_DialWatch`.
 * ``_wait_on_metadata()`` — aiokafka's gate before every ``send()``, ``send_batch()`` and
   ``partitions_for()``: when metadata lacks the topic it also reports use before ``start()``
   or after ``stop()``, and a bootstrap that never got metadata, instead of a wrapper around
@@ -48,7 +57,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiokafka.errors as kafka_errors
@@ -110,6 +120,37 @@ class MetadataFailure:
     """A server answered, but named no broker. Stock aiokafka's bootstrap accepts such an
     answer and its sends then end with ``UnknownTopicOrPartitionError``, not a connection
     error; ours does the same."""
+    every_dial_failed: bool = False
+    """Every bootstrap server's dial failed (stock ``bootstrap()``'s failure): the request
+    waiting on this metadata fails at once."""
+
+
+class _EveryDialFailed(kafka_errors.KafkaConnectionError):  # type: ignore[misc]
+    """Every bootstrap server's dial failed while a request waited for its first connection
+    (the message names each failure)."""
+
+
+@dataclass(slots=True, eq=False)  # kept in a set by identity
+class _DialWatch:
+    """The bootstrap servers whose dials failed while one request, made before any metadata
+    came, waited for a connection. ``every_dial_failed`` is resolved once all of them did: the
+    request then fails at once, as stock ``bootstrap()`` does after one pass over the
+    servers, instead of after ``request_timeout_ms``."""
+
+    servers: frozenset[Endpoint]
+    every_dial_failed: asyncio.Future[None]
+    failures: dict[Endpoint, str] = field(default_factory=dict)
+
+    def dial_failed(self, endpoint: Endpoint, exc: BaseException) -> None:
+        if endpoint not in self.servers or self.every_dial_failed.done():
+            return
+        self.failures[endpoint] = f"{type(exc).__name__}: {exc}"
+        if self.failures.keys() >= self.servers:
+            self.every_dial_failed.set_result(None)
+
+    def why(self) -> str:
+        each = "; ".join(f"{where}: {why}" for where, why in self.failures.items())
+        return f"every dial failed ({each})"
 
 
 def to_cluster_metadata(
@@ -188,6 +229,11 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._broker_values: dict[tuple[int, str, int, str | None], BrokerInfo] = {}
         self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
+        self._dial_watches: set[_DialWatch] = set()
+        """One per request waiting for a connection before any metadata came."""
+        self._every_dial_failed: set[asyncio.Future[None]] = set()
+        """Resolved when a Metadata request before any metadata failed that way (see
+        :meth:`_unless_every_dial_fails`)."""
         self._subscription_state: Any = None
         self._assignment_task: asyncio.Task[None] | None = None
         # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
@@ -221,6 +267,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 dial_errors=DIAL_ERRORS,
                 on_lost=lambda why: self.force_metadata_update(),
                 on_refresh=self.force_metadata_update,
+                on_dial_failed=self._dial_failed,
                 dns_ttl_ms=self.policy_options.dns_ttl_ms,
             )
         return self._driver
@@ -250,10 +297,44 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         )
 
     async def _acquire(self, make_event: Any) -> Leased:
+        """The connection the policy chose for the request ``make_event`` makes, or
+        ``KafkaConnectionError``: after ``request_timeout_ms``, or, before any metadata came,
+        as soon as every bootstrap server's dial failed (:class:`_EveryDialFailed`)."""
+        if self.policy.metadata is None:
+            return await self._acquire_watched(make_event)
         try:
             return await self.driver.acquire(make_event, self._timeout_s)
         except NoConnection as exc:
             raise kafka_errors.KafkaConnectionError(str(exc)) from exc
+
+    async def _acquire_watched(self, make_event: Any) -> Leased:
+        """:meth:`_acquire` before any metadata: raises :class:`_EveryDialFailed` once every
+        bootstrap server's dial failed while the request waited."""
+        loop = asyncio.get_running_loop()
+        watch = _DialWatch(frozenset(self.policy_config.bootstrap), loop.create_future())
+        self._dial_watches.add(watch)
+        acquiring = loop.create_task(self.driver.acquire(make_event, self._timeout_s))
+        try:
+            either: set[asyncio.Future[Any]] = {acquiring, watch.every_dial_failed}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._dial_watches.discard(watch)
+            if not acquiring.done():
+                acquiring.cancel()  # the driver withdraws the request from the policy
+                with contextlib.suppress(asyncio.CancelledError, NoConnection):
+                    await acquiring
+            if not watch.every_dial_failed.done():
+                watch.every_dial_failed.cancel()
+        if acquiring.done() and not acquiring.cancelled():
+            try:
+                return acquiring.result()
+            except NoConnection as exc:
+                raise kafka_errors.KafkaConnectionError(str(exc)) from exc
+        raise _EveryDialFailed(watch.why())
+
+    def _dial_failed(self, key: ConnectionKey, exc: BaseException) -> None:
+        for watch in list(self._dial_watches):
+            watch.dial_failed(key.endpoint, exc)
 
     # --- bootstrap and metadata ----------------------------------------------------------
 
@@ -310,6 +391,15 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         request = MetadataRequest(list(topics) if topics else None)
         try:
             lease = await self._acquire(self._metadata_event)
+        except _EveryDialFailed as exc:
+            self._metadata_failure = MetadataFailure(
+                f"no bootstrap server could be connected: {exc.args[0]}", every_dial_failed=True
+            )
+            cluster_metadata.failed_update(None)
+            for waiter in self._every_dial_failed:
+                if not waiter.done():
+                    waiter.set_result(None)
+            return False
         except kafka_errors.KafkaConnectionError:
             self._metadata_failure = MetadataFailure(
                 "no bootstrap server could be connected within request_timeout_ms="
@@ -416,6 +506,8 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 raise ProducerStopped(message)
             raise ClientMisuse(message)
         try:
+            if self.policy.metadata is None:
+                return await self._unless_every_dial_fails(super()._wait_on_metadata(topic))
             return await super()._wait_on_metadata(topic)
         except (kafka_errors.KafkaTimeoutError, kafka_errors.UnknownTopicOrPartitionError) as exc:
             # Only our own placement's failures before any metadata mean "no bootstrap": a
@@ -429,6 +521,27 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                     f"{self._request_timeout_ms}: {failure.why}"
                 ) from exc
             raise self._no_bootstrap() from exc
+
+    async def _unless_every_dial_fails(self, waiting: Coroutine[Any, Any, Any]) -> Any:
+        """The result of ``waiting`` (aiokafka's wait for a topic's metadata, which retries
+        until ``request_timeout_ms``), unless a Metadata request fails first because every
+        bootstrap server's dial failed: then :meth:`_no_bootstrap` at once, as stock
+        ``start()`` raises after one pass over the bootstrap servers."""
+        every_dial_failed = asyncio.get_running_loop().create_future()
+        self._every_dial_failed.add(every_dial_failed)
+        task = create_task(waiting)
+        try:
+            either: set[asyncio.Future[Any]] = {task, every_dial_failed}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._every_dial_failed.discard(every_dial_failed)
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.done() and not task.cancelled():
+            return task.result()
+        raise self._no_bootstrap()
 
     def _no_bootstrap(self) -> kafka_errors.KafkaConnectionError:
         """aiokafka's error for a bootstrap that got no metadata (``KafkaConnectionError``,
