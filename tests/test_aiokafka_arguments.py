@@ -60,7 +60,7 @@ def test_the_drop_in_signature_is_aiokafka_s_then_the_drop_in_keywords(
     ]
     init = list(inspect.signature(ours.__init__).parameters)  # type: ignore[misc]
     assert init == ["self", *(p.name for p in shown)]
-    text = pydoc.render_doc(ours, renderer=pydoc.plaintext)
+    text = pydoc.render_doc(ours, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
     assert f"{ours.__name__}{inspect.signature(ours)}" in text
 
 
