@@ -103,3 +103,11 @@ def test_the_link_check_finds_what_it_must() -> None:
         "docs/example.md:6: link '../../outside.md' resolves outside the repository",
         "docs/example.md:10: contains '/work/'",
     ]
+
+
+def test_the_docs_index_lists_every_document() -> None:
+    """``docs/README.md`` links every other page of ``docs/`` once, and nothing else there."""
+    index = (DOCS / "README.md").read_text()
+    linked = [t for t in _LINK.findall(index) if "/" not in t and t.endswith(".md")]
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md")
+    assert sorted(linked) == pages
