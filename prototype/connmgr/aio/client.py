@@ -133,20 +133,32 @@ class _EveryDialFailed(kafka_errors.KafkaConnectionError):  # type: ignore[misc]
 @dataclass(slots=True, eq=False)  # kept in a set by identity
 class _DialWatch:
     """The bootstrap servers whose dials failed while one request, made before any metadata
-    came, waited for a connection. ``every_dial_failed`` is resolved once all of them did: the
-    request then fails at once, as stock ``bootstrap()`` does after one pass over the
+    came, waited for a connection: once all of them did, the request fails at once
+    (:meth:`PolicyDriver.give_up`), as stock ``bootstrap()`` does after one pass over the
     servers, instead of after ``request_timeout_ms``."""
 
     servers: frozenset[Endpoint]
-    every_dial_failed: asyncio.Future[None]
+    request_id: int | None = None
+    """The driver's id of the request, once its event is made."""
     failures: dict[Endpoint, str] = field(default_factory=dict)
 
-    def dial_failed(self, endpoint: Endpoint, exc: BaseException) -> None:
-        if endpoint not in self.servers or self.every_dial_failed.done():
-            return
+    def event_of(self, make_event: Any) -> Any:
+        """``make_event``, noting the request id the driver gives it."""
+
+        def event(request_id: int) -> Event:
+            self.request_id = request_id
+            made: Event = make_event(request_id)
+            return made
+
+        return event
+
+    def every_dial_failed(self, endpoint: Endpoint, exc: BaseException) -> bool:
+        """Note that a dial to ``endpoint`` failed with ``exc``; whether every server's has
+        now (true once only)."""
+        if endpoint not in self.servers or self.failures.keys() >= self.servers:
+            return False
         self.failures[endpoint] = f"{type(exc).__name__}: {exc}"
-        if self.failures.keys() >= self.servers:
-            self.every_dial_failed.set_result(None)
+        return self.failures.keys() >= self.servers
 
     def why(self) -> str:
         each = "; ".join(f"{where}: {why}" for where, why in self.failures.items())
@@ -300,41 +312,26 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         """The connection the policy chose for the request ``make_event`` makes, or
         ``KafkaConnectionError``: after ``request_timeout_ms``, or, before any metadata came,
         as soon as every bootstrap server's dial failed (:class:`_EveryDialFailed`)."""
+        watch = None
         if self.policy.metadata is None:
-            return await self._acquire_watched(make_event)
+            # Before any metadata every dial is a bootstrap server's: watch them.
+            watch = _DialWatch(frozenset(self.policy_config.bootstrap))
+            self._dial_watches.add(watch)
+            make_event = watch.event_of(make_event)
         try:
             return await self.driver.acquire(make_event, self._timeout_s)
         except NoConnection as exc:
             raise kafka_errors.KafkaConnectionError(str(exc)) from exc
-
-    async def _acquire_watched(self, make_event: Any) -> Leased:
-        """:meth:`_acquire` before any metadata: raises :class:`_EveryDialFailed` once every
-        bootstrap server's dial failed while the request waited."""
-        loop = asyncio.get_running_loop()
-        watch = _DialWatch(frozenset(self.policy_config.bootstrap), loop.create_future())
-        self._dial_watches.add(watch)
-        acquiring = loop.create_task(self.driver.acquire(make_event, self._timeout_s))
-        try:
-            either: set[asyncio.Future[Any]] = {acquiring, watch.every_dial_failed}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._dial_watches.discard(watch)
-            if not acquiring.done():
-                acquiring.cancel()  # the driver withdraws the request from the policy
-                with contextlib.suppress(asyncio.CancelledError, NoConnection):
-                    await acquiring
-            if not watch.every_dial_failed.done():
-                watch.every_dial_failed.cancel()
-        if acquiring.done() and not acquiring.cancelled():
-            try:
-                return acquiring.result()
-            except NoConnection as exc:
-                raise kafka_errors.KafkaConnectionError(str(exc)) from exc
-        raise _EveryDialFailed(watch.why())
+            if watch is not None:
+                self._dial_watches.discard(watch)
 
     def _dial_failed(self, key: ConnectionKey, exc: BaseException) -> None:
+        """The driver's report of a failed dial: a request waiting before any metadata fails
+        once every bootstrap server's dial has failed since it was made."""
         for watch in list(self._dial_watches):
-            watch.dial_failed(key.endpoint, exc)
+            if watch.every_dial_failed(key.endpoint, exc) and watch.request_id is not None:
+                self.driver.give_up(watch.request_id, _EveryDialFailed(watch.why()))
 
     # --- bootstrap and metadata ----------------------------------------------------------
 

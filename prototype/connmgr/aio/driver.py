@@ -198,6 +198,17 @@ class PolicyDriver:
                 f"no connection for request {request_id} within {timeout_s:.1f} s ({self!r})"
             ) from exc
 
+    def give_up(self, request_id: int, error: BaseException) -> None:
+        """Fail the caller waiting for request ``request_id``'s connection with ``error`` and
+        withdraw the request from the policy; nothing if it no longer waits (leased, timed
+        out, withdrawn)."""
+        future = self._waiters.pop(request_id, None)
+        if future is None or future.done():
+            return
+        future.set_exception(error)
+        if not self.closed:
+            self.feed(RequestWithdrawn(request_id))
+
     def done(self, lease: Leased, metadata: ClusterMetadata | None = None) -> None:
         """Request ``lease`` was answered (with ``metadata``, for a Metadata request)."""
         if self._over(lease):
