@@ -5,7 +5,8 @@ Which seams are overridden, and why these:
 
 * ``bootstrap()`` — aiokafka dials the bootstrap servers itself; here the policy does
   (``BootstrapRequested``). Without ``warm_up`` nothing is dialled: the first metadata
-  request, made when the application first sends or subscribes, bootstraps.
+  request, made when the application first sends or subscribes, bootstraps, and fails at
+  once if no bootstrap server can be dialled (:mod:`connmgr.aio.bootstrapwatch`).
 * ``_metadata_update()``, ``coordinator_lookup()`` — aiokafka picks a *random* broker for
   Metadata and FindCoordinator; here they are any-node requests the policy places.
 * ``send()``, ``ready()``, ``_get_conn()`` — every other request and readiness probe becomes a
@@ -13,15 +14,6 @@ Which seams are overridden, and why these:
 * ``get_random_node()`` — still answers callers that need *a* node id (InitProducerId); the
   request itself is then routed as an any-node request whatever id they pass.
 * ``close()`` — the policy's ``ClientClosed`` closes everything it opened.
-
-**An unreachable bootstrap fails the first need at once.** Stock ``start()`` dials each
-bootstrap server once and raises ``KafkaConnectionError`` if none connects. Ours dials nothing
-in ``start()`` (without ``warm_up``), so the first request to need a connection before any
-metadata came -- the first ``send()``, a consumer's topics in ``start()`` -- takes that role:
-once every bootstrap server's dial failed since the request began (refused, unresolvable, the
-handshake failed), it fails with stock's ``KafkaConnectionError`` ("Unable to bootstrap from
-..."), naming each failure, instead of waiting out ``request_timeout_ms`` while the policy
-dials again. See :class:`_DialWatch`.
 * ``_wait_on_metadata()`` — aiokafka's gate before every ``send()``, ``send_batch()`` and
   ``partitions_for()``: when metadata lacks the topic it also reports use before ``start()``
   or after ``stop()``, and a bootstrap that never got metadata, instead of a wrapper around
@@ -57,8 +49,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiokafka.errors as kafka_errors
@@ -71,6 +61,12 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
+from connmgr.aio.bootstrapwatch import (
+    BootstrapWatch,
+    EveryDialFailed,
+    MetadataFailure,
+    dial_failures,
+)
 from connmgr.aio.driver import Identity, Leased, NoConnection, PolicyDriver
 from connmgr.aio.errors import ClientStopped, ProducerStopped
 from connmgr.aio.identity import confirmed_conn
@@ -91,7 +87,7 @@ from connmgr.core.events import (
 from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
 from connmgr.errors import ClientMisuse
-from connmgr.ledger import ConnectionLedger, ConnEvent
+from connmgr.ledger import ConnectionLedger
 from connmgr.policies import make_policy
 from connmgr.seeding import derive_rng
 
@@ -108,61 +104,6 @@ DIAL_ERRORS: tuple[type[BaseException], ...] = (
 # ours runs only while aiokafka's class still holds these very functions.
 AIOKAFKA_METADATA_UPDATE = AIOKafkaClient._metadata_update
 AIOKAFKA_WAIT_ON_METADATA = AIOKafkaClient._wait_on_metadata
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataFailure:
-    """Why the last Metadata request the policy placed brought no usable metadata."""
-
-    why: str
-    """What happened, as a clause for the error message (names the server asked)."""
-    answered: bool = False
-    """A server answered, but named no broker. Stock aiokafka's bootstrap accepts such an
-    answer and its sends then end with ``UnknownTopicOrPartitionError``, not a connection
-    error; ours does the same."""
-    every_dial_failed: bool = False
-    """Every bootstrap server's dial failed (stock ``bootstrap()``'s failure): the request
-    waiting on this metadata fails at once."""
-
-
-class _EveryDialFailed(kafka_errors.KafkaConnectionError):  # type: ignore[misc]
-    """Every bootstrap server's dial failed while a request waited for its first connection
-    (the message names each failure)."""
-
-
-@dataclass(slots=True, eq=False)  # kept in a set by identity
-class _DialWatch:
-    """The bootstrap servers whose dials failed while one request, made before any metadata
-    came, waited for a connection: once all of them did, the request fails at once
-    (:meth:`PolicyDriver.give_up`), as stock ``bootstrap()`` does after one pass over the
-    servers, instead of after ``request_timeout_ms``."""
-
-    servers: frozenset[Endpoint]
-    request_id: int | None = None
-    """The driver's id of the request, once its event is made."""
-    failures: dict[Endpoint, str] = field(default_factory=dict)
-
-    def event_of(self, make_event: Any) -> Any:
-        """``make_event``, noting the request id the driver gives it."""
-
-        def event(request_id: int) -> Event:
-            self.request_id = request_id
-            made: Event = make_event(request_id)
-            return made
-
-        return event
-
-    def every_dial_failed(self, endpoint: Endpoint, exc: BaseException) -> bool:
-        """Note that a dial to ``endpoint`` failed with ``exc``; whether every server's has
-        now (true once only)."""
-        if endpoint not in self.servers or self.failures.keys() >= self.servers:
-            return False
-        self.failures[endpoint] = f"{type(exc).__name__}: {exc}"
-        return self.failures.keys() >= self.servers
-
-    def why(self) -> str:
-        each = "; ".join(f"{where}: {why}" for where, why in self.failures.items())
-        return f"every dial failed ({each})"
 
 
 def to_cluster_metadata(
@@ -241,11 +182,6 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         self._broker_values: dict[tuple[int, str, int, str | None], BrokerInfo] = {}
         self._prefetched: dict[CoordinatorRef, asyncio.Task[int]] = {}
         self._lifecycle = "new"  # "running" from bootstrap(), "closed" from close()
-        self._dial_watches: set[_DialWatch] = set()
-        """One per request waiting for a connection before any metadata came."""
-        self._every_dial_failed: set[asyncio.Future[None]] = set()
-        """Resolved when a Metadata request before any metadata failed that way (see
-        :meth:`_unless_every_dial_fails`)."""
         self._subscription_state: Any = None
         self._assignment_task: asyncio.Task[None] | None = None
         # None once a Metadata request the policy placed succeeded (see _no_bootstrap).
@@ -260,6 +196,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             reconnect_backoff_ms=max(1, int(self._retry_backoff * 1000)),
             **options.policy_settings,
         )
+        self._bootstrap_watch = BootstrapWatch(frozenset(self.policy_config.bootstrap))
         rng = derive_rng(options.seed, "policy") if options.seed is not None else random.Random()
         self.policy = make_policy(options.policy, self.policy_config, rng)
 
@@ -279,7 +216,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 dial_errors=DIAL_ERRORS,
                 on_lost=lambda why: self.force_metadata_update(),
                 on_refresh=self.force_metadata_update,
-                on_dial_failed=self._dial_failed,
+                on_dial_failed=lambda key, exc: self._bootstrap_watch.dial_failed(
+                    key.endpoint, exc, self.driver.give_up
+                ),
                 dns_ttl_ms=self.policy_options.dns_ttl_ms,
             )
         return self._driver
@@ -311,27 +250,16 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
     async def _acquire(self, make_event: Any) -> Leased:
         """The connection the policy chose for the request ``make_event`` makes, or
         ``KafkaConnectionError``: after ``request_timeout_ms``, or, before any metadata came,
-        as soon as every bootstrap server's dial failed (:class:`_EveryDialFailed`)."""
-        watch = None
-        if self.policy.metadata is None:
-            # Before any metadata every dial is a bootstrap server's: watch them.
-            watch = _DialWatch(frozenset(self.policy_config.bootstrap))
-            self._dial_watches.add(watch)
-            make_event = watch.event_of(make_event)
-        try:
-            return await self.driver.acquire(make_event, self._timeout_s)
+        as soon as every bootstrap server's dial failed (``EveryDialFailed``)."""
+        watch = None if self.policy.metadata is not None else self._bootstrap_watch.watch()
+        try:  # before any metadata, every dial is a bootstrap server's: watched
+            event = make_event if watch is None else watch.event_of(make_event)
+            return await self.driver.acquire(event, self._timeout_s)
         except NoConnection as exc:
             raise kafka_errors.KafkaConnectionError(str(exc)) from exc
         finally:
             if watch is not None:
-                self._dial_watches.discard(watch)
-
-    def _dial_failed(self, key: ConnectionKey, exc: BaseException) -> None:
-        """The driver's report of a failed dial: a request waiting before any metadata fails
-        once every bootstrap server's dial has failed since it was made."""
-        for watch in list(self._dial_watches):
-            if watch.every_dial_failed(key.endpoint, exc) and watch.request_id is not None:
-                self.driver.give_up(watch.request_id, _EveryDialFailed(watch.why()))
+                self._bootstrap_watch.unwatch(watch)
 
     # --- bootstrap and metadata ----------------------------------------------------------
 
@@ -388,19 +316,14 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         request = MetadataRequest(list(topics) if topics else None)
         try:
             lease = await self._acquire(self._metadata_event)
-        except _EveryDialFailed as exc:
-            self._metadata_failure = MetadataFailure(
-                f"no bootstrap server could be connected: {exc.args[0]}", every_dial_failed=True
-            )
+        except EveryDialFailed as exc:
+            self._metadata_failure = self._bootstrap_watch.metadata_failed(exc)
             cluster_metadata.failed_update(None)
-            for waiter in self._every_dial_failed:
-                if not waiter.done():
-                    waiter.set_result(None)
             return False
         except kafka_errors.KafkaConnectionError:
             self._metadata_failure = MetadataFailure(
                 "no bootstrap server could be connected within request_timeout_ms="
-                f"{self._request_timeout_ms} ({self._dial_failures()})"
+                f"{self._request_timeout_ms} ({dial_failures(self.ledger)})"
             )
             cluster_metadata.failed_update(None)
             return False
@@ -469,14 +392,6 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 return f"{entry.host}:{entry.port}"
         return "the server"
 
-    def _dial_failures(self) -> str:
-        """The ledger's failed dials, for saying why nothing could be connected."""
-        failed = [e for e in self.ledger.entries if e.kind is ConnEvent.FAILED]
-        if not failed:
-            return "no dial completed"
-        last = {f"{e.host}:{e.port}": e.reason for e in failed}  # the latest per server
-        return "; ".join(f"{where}: {why or 'failed'}" for where, why in last.items())
-
     async def _wait_on_metadata(self, topic: str) -> Any:
         """The partitions of ``topic``, as aiokafka's: at once if metadata has them (the path
         every record takes, also after ``stop()``, where aiokafka's accumulator then refuses
@@ -504,7 +419,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             raise ClientMisuse(message)
         try:
             if self.policy.metadata is None:
-                return await self._unless_every_dial_fails(super()._wait_on_metadata(topic))
+                return await self._bootstrap_watch.unless_every_dial_fails(
+                    super()._wait_on_metadata(topic), self._no_bootstrap
+                )
             return await super()._wait_on_metadata(topic)
         except (kafka_errors.KafkaTimeoutError, kafka_errors.UnknownTopicOrPartitionError) as exc:
             # Only our own placement's failures before any metadata mean "no bootstrap": a
@@ -518,27 +435,6 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                     f"{self._request_timeout_ms}: {failure.why}"
                 ) from exc
             raise self._no_bootstrap() from exc
-
-    async def _unless_every_dial_fails(self, waiting: Coroutine[Any, Any, Any]) -> Any:
-        """The result of ``waiting`` (aiokafka's wait for a topic's metadata, which retries
-        until ``request_timeout_ms``), unless a Metadata request fails first because every
-        bootstrap server's dial failed: then :meth:`_no_bootstrap` at once, as stock
-        ``start()`` raises after one pass over the bootstrap servers."""
-        every_dial_failed = asyncio.get_running_loop().create_future()
-        self._every_dial_failed.add(every_dial_failed)
-        task = create_task(waiting)
-        try:
-            either: set[asyncio.Future[Any]] = {task, every_dial_failed}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._every_dial_failed.discard(every_dial_failed)
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.done() and not task.cancelled():
-            return task.result()
-        raise self._no_bootstrap()
 
     def _no_bootstrap(self) -> kafka_errors.KafkaConnectionError:
         """aiokafka's error for a bootstrap that got no metadata (``KafkaConnectionError``,
