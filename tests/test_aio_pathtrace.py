@@ -27,6 +27,7 @@ def test_layers_are_the_most_specific_prefix() -> None:
     assert layer_of("connmgr.ledger") == "connmgr"
     assert layer_of("connmgrx") is None
     assert layer_of("asyncio.tasks") is None
+    assert layer_of("connmgr.aio.pathtrace") is None  # the harness is not traced
 
 
 def test_crossings_functions_and_passes_are_counted_as_defined() -> None:

@@ -55,7 +55,11 @@ POLICY_LAYERS: Final = frozenset({"connmgr.core", "connmgr.policies"})
 
 
 def layer_of(module: str) -> str | None:
-    """The layer of ``module`` (see the module docstring); None: outside every layer."""
+    """The layer of ``module`` (see the module docstring); None: outside every layer. This
+    module, the harness, is outside: run with ``-m`` it is ``__main__``, imported it would
+    count its own call of ``send()`` as a crossing."""
+    if module == __name__:
+        return None
     for layer in LAYERS:
         if module == layer or module.startswith(layer + "."):
             return layer
