@@ -1,12 +1,23 @@
-"""The path trace's counts (connmgr.aio.pathtrace) on made-up call sequences, and one real
-trace on the embedded cluster (its counts are printed, never asserted: they are what the
-tool measures)."""
+"""The path trace's counts (connmgr.aio.pathtrace) on made-up call sequences, and real traces
+on the embedded cluster (their counts are printed, never pinned: they are what the tool
+measures; the drop-in page's table must equal them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from connmgr.aio.pathtrace import Call, chain_lines, layer_of, main, summarise
+from connmgr.aio.pathtrace import (
+    DOC_BLOCK,
+    Call,
+    chain_lines,
+    doc_tables,
+    layer_of,
+    main,
+    summarise,
+)
+from connmgr.docblocks import block
 
 
 def test_layers_are_the_most_specific_prefix() -> None:
@@ -17,6 +28,7 @@ def test_layers_are_the_most_specific_prefix() -> None:
     assert layer_of("connmgr.ledger") == "connmgr"
     assert layer_of("connmgrx") is None
     assert layer_of("asyncio.tasks") is None
+    assert layer_of("connmgr.aio.pathtrace") is None  # the harness is not traced
 
 
 def test_crossings_functions_and_passes_are_counted_as_defined() -> None:
@@ -69,3 +81,13 @@ def test_the_tool_traces_a_first_send_to_a_socket_connect(
     assert "aiokafka.producer.producer:AIOKafkaProducer.send" in out
     assert "[policy pass]" in out
     assert "layer crossings:" in out
+
+
+@pytest.mark.embedded
+def test_the_drop_in_doc_table_is_what_the_tool_measures() -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "drop-in-clients.md"
+    measured = doc_tables()[DOC_BLOCK]
+    assert block(page.read_text(), DOC_BLOCK) == measured, (
+        "docs/drop-in-clients.md's first-send table is stale: run "
+        "python -m connmgr.aio.pathtrace --refresh-doc docs/drop-in-clients.md"
+    )

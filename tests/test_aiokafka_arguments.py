@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import pydoc
 from typing import Any
 
 import pytest
@@ -37,6 +38,31 @@ def test_no_drop_in_keyword_is_an_aiokafka_argument(client: str) -> None:
     ours = {spec.keyword for spec in DROP_IN_OPTIONS}
     shadowed = sorted(ours & AIOKAFKA_ARGUMENTS[client])
     assert not shadowed, f"drop-in keywords that shadow {client} arguments: {shadowed}"
+
+
+@pytest.mark.parametrize(
+    ("ours", "stock"),
+    [(ProposedProducer, AIOKafkaProducer), (ProposedConsumer, AIOKafkaConsumer)],
+    ids=["producer", "consumer"],
+)
+def test_the_drop_in_signature_is_aiokafka_s_then_the_drop_in_keywords(
+    ours: type, stock: type
+) -> None:
+    """``inspect.signature`` of a drop-in class lists its aiokafka class's parameters as
+    they are (names, kinds, defaults -- the very default objects -- in order), then the
+    drop-in keywords, keyword-only with their defaults; ``help()`` shows it."""
+    theirs = list(inspect.signature(stock).parameters.values())
+    shown = list(inspect.signature(ours).parameters.values())
+    assert len(theirs) > 20  # aiokafka's real signature, not an empty one
+    assert shown[: len(theirs)] == theirs
+    assert all(a.default is b.default for a, b in zip(shown, theirs, strict=False))
+    assert [(p.name, p.kind, p.default) for p in shown[len(theirs) :]] == [
+        (spec.keyword, inspect.Parameter.KEYWORD_ONLY, spec.default) for spec in DROP_IN_OPTIONS
+    ]
+    init = list(inspect.signature(ours.__init__).parameters)  # type: ignore[misc]
+    assert init == ["self", *(p.name for p in shown)]
+    text = pydoc.render_doc(ours, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    assert f"{ours.__name__}{inspect.signature(ours)}" in text
 
 
 def _producer_settings(producer: Any) -> dict[str, Any]:

@@ -103,3 +103,25 @@ def test_the_link_check_finds_what_it_must() -> None:
         "docs/example.md:6: link '../../outside.md' resolves outside the repository",
         "docs/example.md:10: contains '/work/'",
     ]
+
+
+def test_the_docs_index_lists_every_document() -> None:
+    """``docs/README.md`` links every other page of ``docs/`` once, and nothing else there."""
+    index = (DOCS / "README.md").read_text()
+    linked = [t for t in _LINK.findall(index) if "/" not in t and t.endswith(".md")]
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md")
+    assert sorted(linked) == pages
+
+
+def test_the_benchmark_doc_names_the_rfc_s_report_as_the_rfc_s() -> None:
+    """Each paragraph of ``docs/benchmarks.md`` that speaks of the report the RFC cites and
+    names a run names the report ``proposal/rfc.md`` cites (its ``<!-- report: ... -->``
+    line) first."""
+    cited = re.search(r"<!-- report: (reports/\S+) -->", (ROOT / "proposal" / "rfc.md").read_text())
+    assert cited is not None
+    paragraphs = (DOCS / "benchmarks.md").read_text().split("\n\n")
+    run = re.compile(r"reports/\d{8}T\d{6}Z-[0-9a-f]+")
+    speaking = [p for p in paragraphs if re.search(r"RFC\s+cites", p) and run.search(p)]
+    assert speaking, "docs/benchmarks.md no longer names the RFC's report"
+    for paragraph in speaking:
+        assert run.findall(paragraph)[0] == cited[1], paragraph

@@ -5,7 +5,8 @@ Which seams are overridden, and why these:
 
 * ``bootstrap()`` — aiokafka dials the bootstrap servers itself; here the policy does
   (``BootstrapRequested``). Without ``warm_up`` nothing is dialled: the first metadata
-  request, made when the application first sends or subscribes, bootstraps.
+  request, made when the application first sends or subscribes, bootstraps, and fails at
+  once if no bootstrap server can be dialled (:mod:`connmgr.aio.bootstrapwatch`).
 * ``_metadata_update()``, ``coordinator_lookup()`` — aiokafka picks a *random* broker for
   Metadata and FindCoordinator; here they are any-node requests the policy places.
 * ``send()``, ``ready()``, ``_get_conn()`` — every other request and readiness probe becomes a
@@ -48,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import aiokafka.errors as kafka_errors
@@ -61,6 +61,12 @@ from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import create_task
 
+from connmgr.aio.bootstrapwatch import (
+    BootstrapWatch,
+    EveryDialFailed,
+    MetadataFailure,
+    dial_failures,
+)
 from connmgr.aio.driver import Identity, Leased, NoConnection, PolicyDriver
 from connmgr.aio.errors import ClientStopped, ProducerStopped
 from connmgr.aio.identity import confirmed_conn
@@ -81,7 +87,7 @@ from connmgr.core.events import (
 from connmgr.core.identity import ConnectionKey
 from connmgr.core.metadata import BrokerInfo, ClusterMetadata, TopicPartition
 from connmgr.errors import ClientMisuse
-from connmgr.ledger import ConnectionLedger, ConnEvent
+from connmgr.ledger import ConnectionLedger
 from connmgr.policies import make_policy
 from connmgr.seeding import derive_rng
 
@@ -98,18 +104,6 @@ DIAL_ERRORS: tuple[type[BaseException], ...] = (
 # ours runs only while aiokafka's class still holds these very functions.
 AIOKAFKA_METADATA_UPDATE = AIOKafkaClient._metadata_update
 AIOKAFKA_WAIT_ON_METADATA = AIOKafkaClient._wait_on_metadata
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataFailure:
-    """Why the last Metadata request the policy placed brought no usable metadata."""
-
-    why: str
-    """What happened, as a clause for the error message (names the server asked)."""
-    answered: bool = False
-    """A server answered, but named no broker. Stock aiokafka's bootstrap accepts such an
-    answer and its sends then end with ``UnknownTopicOrPartitionError``, not a connection
-    error; ours does the same."""
 
 
 def to_cluster_metadata(
@@ -202,6 +196,7 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
             reconnect_backoff_ms=max(1, int(self._retry_backoff * 1000)),
             **options.policy_settings,
         )
+        self._bootstrap_watch = BootstrapWatch(frozenset(self.policy_config.bootstrap))
         rng = derive_rng(options.seed, "policy") if options.seed is not None else random.Random()
         self.policy = make_policy(options.policy, self.policy_config, rng)
 
@@ -221,6 +216,9 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 dial_errors=DIAL_ERRORS,
                 on_lost=lambda why: self.force_metadata_update(),
                 on_refresh=self.force_metadata_update,
+                on_dial_failed=lambda key, exc: self._bootstrap_watch.dial_failed(
+                    key.endpoint, exc, self.driver.give_up
+                ),
                 dns_ttl_ms=self.policy_options.dns_ttl_ms,
             )
         return self._driver
@@ -250,10 +248,18 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         )
 
     async def _acquire(self, make_event: Any) -> Leased:
-        try:
-            return await self.driver.acquire(make_event, self._timeout_s)
+        """The connection the policy chose for the request ``make_event`` makes, or
+        ``KafkaConnectionError``: after ``request_timeout_ms``, or, before any metadata came,
+        as soon as every bootstrap server's dial failed (``EveryDialFailed``)."""
+        watch = None if self.policy.metadata is not None else self._bootstrap_watch.watch()
+        try:  # before any metadata, every dial is a bootstrap server's: watched
+            event = make_event if watch is None else watch.event_of(make_event)
+            return await self.driver.acquire(event, self._timeout_s)
         except NoConnection as exc:
             raise kafka_errors.KafkaConnectionError(str(exc)) from exc
+        finally:
+            if watch is not None:
+                self._bootstrap_watch.unwatch(watch)
 
     # --- bootstrap and metadata ----------------------------------------------------------
 
@@ -310,10 +316,14 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
         request = MetadataRequest(list(topics) if topics else None)
         try:
             lease = await self._acquire(self._metadata_event)
+        except EveryDialFailed as exc:
+            self._metadata_failure = self._bootstrap_watch.metadata_failed(exc)
+            cluster_metadata.failed_update(None)
+            return False
         except kafka_errors.KafkaConnectionError:
             self._metadata_failure = MetadataFailure(
                 "no bootstrap server could be connected within request_timeout_ms="
-                f"{self._request_timeout_ms} ({self._dial_failures()})"
+                f"{self._request_timeout_ms} ({dial_failures(self.ledger)})"
             )
             cluster_metadata.failed_update(None)
             return False
@@ -382,14 +392,6 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 return f"{entry.host}:{entry.port}"
         return "the server"
 
-    def _dial_failures(self) -> str:
-        """The ledger's failed dials, for saying why nothing could be connected."""
-        failed = [e for e in self.ledger.entries if e.kind is ConnEvent.FAILED]
-        if not failed:
-            return "no dial completed"
-        last = {f"{e.host}:{e.port}": e.reason for e in failed}  # the latest per server
-        return "; ".join(f"{where}: {why or 'failed'}" for where, why in last.items())
-
     async def _wait_on_metadata(self, topic: str) -> Any:
         """The partitions of ``topic``, as aiokafka's: at once if metadata has them (the path
         every record takes, also after ``stop()``, where aiokafka's accumulator then refuses
@@ -416,6 +418,10 @@ class PolicyClient(AIOKafkaClient):  # type: ignore[misc]  # aiokafka is untyped
                 raise ProducerStopped(message)
             raise ClientMisuse(message)
         try:
+            if self.policy.metadata is None:
+                return await self._bootstrap_watch.unless_every_dial_fails(
+                    super()._wait_on_metadata(topic), self._no_bootstrap
+                )
             return await super()._wait_on_metadata(topic)
         except (kafka_errors.KafkaTimeoutError, kafka_errors.UnknownTopicOrPartitionError) as exc:
             # Only our own placement's failures before any metadata mean "no bootstrap": a

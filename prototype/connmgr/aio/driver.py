@@ -118,11 +118,14 @@ class PolicyDriver:
         dial_errors: tuple[type[BaseException], ...],
         on_lost: Callable[[str], None] | None = None,
         on_refresh: Callable[[], None] | None = None,
+        on_dial_failed: Callable[[ConnectionKey, BaseException], None] | None = None,
         dns_ttl_ms: int | None = None,
         lookup: Lookup | None = None,
     ) -> None:
-        """``dns_ttl_ms``: resolve host names, again every ``dns_ttl_ms`` while in use (0:
-        only when dialling one); None: leave resolution to the OS and report no address.
+        """``on_dial_failed(key, exc)``: told of every failed dial, after the policy heard of
+        it (``ConnectionFailed``). ``dns_ttl_ms``: resolve host names, again every
+        ``dns_ttl_ms`` while in use (0: only when dialling one); None: leave resolution to
+        the OS and report no address.
         ``lookup``: how to resolve (default: the loop's ``getaddrinfo``), each lookup given
         up after the resolver's timeout (:class:`~connmgr.aio.resolver.Resolver`)."""
         self.policy = policy
@@ -131,6 +134,7 @@ class PolicyDriver:
         self._dial_errors = dial_errors
         self._on_lost = on_lost
         self._on_refresh = on_refresh
+        self._on_dial_failed = on_dial_failed
         self._loop = asyncio.get_running_loop()
         self._t0 = self._loop.time()
         ledger.clock = lambda: self.now_ms  # the ledger's time base is this driver's
@@ -193,6 +197,17 @@ class PolicyDriver:
             raise NoConnection(
                 f"no connection for request {request_id} within {timeout_s:.1f} s ({self!r})"
             ) from exc
+
+    def give_up(self, request_id: int, error: BaseException) -> None:
+        """Fail the caller waiting for request ``request_id``'s connection with ``error`` and
+        withdraw the request from the policy; nothing if it no longer waits (leased, timed
+        out, withdrawn)."""
+        future = self._waiters.pop(request_id, None)
+        if future is None or future.done():
+            return
+        future.set_exception(error)
+        if not self.closed:
+            self.feed(RequestWithdrawn(request_id))
 
     def done(self, lease: Leased, metadata: ClusterMetadata | None = None) -> None:
         """Request ``lease`` was answered (with ``metadata``, for a Metadata request)."""
@@ -320,6 +335,8 @@ class PolicyDriver:
             if conn_id not in self._closed_by_us:
                 self.ledger.failed(self.now_ms, conn_id, type(exc).__name__)
                 self.feed(ConnectionFailed(conn_id))
+                if self._on_dial_failed is not None:
+                    self._on_dial_failed(key, exc)
                 if self._on_lost is not None:
                     self._on_lost("dial failed")
             return

@@ -56,6 +56,7 @@ aiokafka's accumulator, whose refusal after ``stop()`` gets our message (see
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -69,12 +70,36 @@ from connmgr.aio.errors import (
     ProducerStopped,
     StartedTwice,
 )
-from connmgr.aio.options import POLICY_OPTION_NAMES, PolicyOptions
+from connmgr.aio.options import DROP_IN_OPTIONS, POLICY_OPTION_NAMES, PolicyOptions
 from connmgr.core.config import ClientKind
 from connmgr.core.coordinator import CoordinatorRef
 from connmgr.ledger import ConnectionLedger
 
 __all__ = ["POLICY_OPTION_NAMES", "ProposedConsumer", "ProposedProducer"]
+
+
+def drop_in_signature(stock: type) -> inspect.Signature:
+    """The drop-in class's signature: ``stock``'s (aiokafka's class) parameters as they are --
+    names, kinds, defaults, order -- then every drop-in keyword (:data:`DROP_IN_OPTIONS`),
+    keyword-only with its default. Read from aiokafka at import, so it follows the installed
+    aiokafka rather than a copy of it."""
+    parameters = list(inspect.signature(stock).parameters.values())
+    parameters += [
+        inspect.Parameter(spec.keyword, inspect.Parameter.KEYWORD_ONLY, default=spec.default)
+        for spec in DROP_IN_OPTIONS
+    ]
+    return inspect.Signature(parameters)
+
+
+def _show_signature(cls: type, stock: type) -> None:
+    """Give ``cls`` (a drop-in class taking ``*args, **kwargs``) :func:`drop_in_signature`,
+    on the class and on its ``__init__`` (with ``self``), for ``inspect.signature``,
+    ``help()`` and tools that read them."""
+    signature = drop_in_signature(stock)
+    cls.__signature__ = signature  # type: ignore[attr-defined]
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    init_signature = signature.replace(parameters=[this, *signature.parameters.values()])
+    cls.__init__.__signature__ = init_signature  # type: ignore[misc]
 
 
 class _Lifecycle:
@@ -129,7 +154,11 @@ class _StoppedAccumulator(MessageAccumulator):  # type: ignore[misc]  # aiokafka
 
 
 class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
-    """``AIOKafkaProducer`` whose connections the proposed policy manages."""
+    """``AIOKafkaProducer`` whose connections the proposed policy manages.
+
+    Takes ``AIOKafkaProducer``'s arguments, with aiokafka's meaning and defaults, then the
+    drop-in keywords (``docs/drop-in-clients.md``); its signature says so
+    (:func:`drop_in_signature`)."""
 
     client: PolicyClient
 
@@ -154,7 +183,11 @@ class ProposedProducer(_Lifecycle, AIOKafkaProducer):  # type: ignore[misc]
 
 
 class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
-    """``AIOKafkaConsumer`` whose connections the proposed policy manages."""
+    """``AIOKafkaConsumer`` whose connections the proposed policy manages.
+
+    Takes ``AIOKafkaConsumer``'s arguments, with aiokafka's meaning and defaults, then the
+    drop-in keywords (``docs/drop-in-clients.md``); its signature says so
+    (:func:`drop_in_signature`)."""
 
     _client: PolicyClient
 
@@ -235,3 +268,7 @@ class ProposedConsumer(_Lifecycle, AIOKafkaConsumer):  # type: ignore[misc]
             raise ConsumerStopped("async for after stop(): create and start a new consumer")
         iterator: ProposedConsumer = super().__aiter__()
         return iterator
+
+
+_show_signature(ProposedProducer, AIOKafkaProducer)
+_show_signature(ProposedConsumer, AIOKafkaConsumer)

@@ -30,6 +30,11 @@ feed it a made-up sequence):
   first step has no layered caller, so it is no crossing either.
 * A *policy pass* is one entry into a policy's ``handle()`` that is not inside another
   ``handle()`` (a subclass delegating to the base class is one pass).
+
+``--refresh-doc docs/drop-in-clients.md`` writes the counts of both traces (by name and
+literal) into that page's generated table (:func:`doc_tables`); a test fails when the page's
+table differs from what the tool measures. Only the layered counts go there: the calls
+outside the layers vary by a few from run to run (how often the loop polls).
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import argparse
 import asyncio
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
@@ -49,7 +55,11 @@ POLICY_LAYERS: Final = frozenset({"connmgr.core", "connmgr.policies"})
 
 
 def layer_of(module: str) -> str | None:
-    """The layer of ``module`` (see the module docstring); None: outside every layer."""
+    """The layer of ``module`` (see the module docstring); None: outside every layer. This
+    module, the harness, is outside: run with ``-m`` it is ``__main__``, imported it would
+    count its own call of ``send()`` as a crossing."""
+    if module == __name__:
+        return None
     for layer in LAYERS:
         if module == layer or module.startswith(layer + "."):
             return layer
@@ -269,6 +279,54 @@ async def trace_first_send(bootstrap_servers: str, topic: str) -> PathTracer:
     return tracer
 
 
+DOC_BLOCK: Final = "first-send path"
+"""The name of the generated table in ``docs/drop-in-clients.md``."""
+TRACED: Final = {"by name (`localhost`)": False, "literal (`127.0.0.1`)": True}
+"""The table's rows: how the broker is named, and whether that is ``--literal``."""
+
+
+def trace_on_embedded_cluster(literal: bool) -> PathTracer:
+    """Trace a fresh producer's first send on a 3-broker embedded cluster, its broker named
+    ``localhost`` or (``literal``) ``127.0.0.1``."""
+    from connmgr.embedded import MockCluster
+
+    with MockCluster(3) as cluster:
+        cluster.create_topic_with_leaders("t", [1, 2, 3])
+        host, port = cluster.listeners()[min(cluster.broker_ids)]
+        servers = f"{host if literal else 'localhost'}:{port}"
+        return asyncio.run(trace_first_send(servers, "t"))
+
+
+def doc_table(summaries: Mapping[str, PathSummary]) -> str:
+    """The layered counts of each trace in ``summaries`` (by row label), as Markdown."""
+    rows = [
+        "| first `send()` to first `connect()` | functions | calls | crossings "
+        "| aiokafka ⇄ `connmgr.aio` | policy passes | tasks |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, s in summaries.items():
+        pairs = dict(s.crossings_by_pair)
+        seams = (
+            f"{pairs.get('aiokafka -> connmgr.aio', 0)} + {pairs.get('connmgr.aio -> aiokafka', 0)}"
+        )
+        rows.append(
+            f"| {label} | {s.functions} | {s.calls} | {s.crossings} | {seams} "
+            f"| {s.policy_passes} | {len(s.tasks)} |"
+        )
+    return "\n".join(rows)
+
+
+def doc_tables() -> dict[str, str]:
+    """The table ``docs/drop-in-clients.md`` embeds, measured now (two traces)."""
+    summaries = {}
+    for label, literal in TRACED.items():
+        tracer = trace_on_embedded_cluster(literal)
+        if not tracer.reached_connect:
+            raise RuntimeError(f"the {label} trace never reached a socket connect")
+        summaries[label] = summarise(tracer.calls)
+    return {DOC_BLOCK: doc_table(summaries)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m connmgr.aio.pathtrace", description=__doc__.split("\n\n")[0]
@@ -277,14 +335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--literal", action="store_true", help="name the broker by its IP, not by 'localhost'"
     )
+    parser.add_argument(
+        "--refresh-doc",
+        type=Path,
+        metavar="PATH",
+        help="write both traces' counts into PATH's generated table "
+        "(docs/drop-in-clients.md) and print nothing else",
+    )
     args = parser.parse_args(argv)
-    from connmgr.embedded import MockCluster
+    if args.refresh_doc is not None:
+        from connmgr.docblocks import refresh
 
-    with MockCluster(3) as cluster:
-        cluster.create_topic_with_leaders("t", [1, 2, 3])
-        host, port = cluster.listeners()[min(cluster.broker_ids)]
-        servers = f"{host if args.literal else 'localhost'}:{port}"
-        tracer = asyncio.run(trace_first_send(servers, "t"))
+        changed = refresh(args.refresh_doc, doc_tables())
+        print(f"{args.refresh_doc}: {'refreshed' if changed else 'already current'}")
+        return 0
+    tracer = trace_on_embedded_cluster(args.literal)
     if not tracer.reached_connect:
         print("the trace never reached a socket connect", file=sys.stderr)
         return 1
