@@ -27,9 +27,10 @@ request goes to its broker's connection, dialled on first need (rule e), a consu
 coordinator on a connection of its own unless ``share_coordinator`` (rule f, the policy's own
 :func:`~connmgr.policies.proposed.coordinators.coordinator_purpose`); a bootstrap connection
 whose host:port is a needed broker's is adopted as that broker's connection, any other closes
-when the first broker connection is dialled (metadata has replaced the bootstrap cluster); a
-connection closes ``connection_linger_ms`` after the last request it carried (the
-policy's default), or stays open to the end if that is later.
+when the first broker connection is dialled (metadata has replaced the bootstrap cluster) or
+``connection_linger_ms`` (the policy's default) after the last request it carried; a broker's
+or coordinator's connection is one the client wants (a leader in use, its coordinator: rules c
+and g keep it) and stays open to the end of the log.
 """
 
 from __future__ import annotations
@@ -222,12 +223,14 @@ def replay_proposal(
         spans.append((held.pop(key)[0], at))
 
     for at, api, node_id in needs:
-        for key, (_, last) in list(held.items()):
-            if at - last > linger:
-                close(key, last + linger)  # nothing needed it for connection_linger_ms
+        if boot_key in held and at - held[boot_key][1] > linger:
+            close(boot_key, held[boot_key][1] + linger)  # unneeded for connection_linger_ms
         if api in ANY_NODE_APIS or node_id < 0:
             if held:
-                min(held.items(), key=lambda kv: kv[0])[1][1] = at  # rule d: any open one
+                # Rule d: broker connections first, then the bootstrap stand-in, then a
+                # coordinator's own connection.
+                pick = min(held, key=lambda k: (k[1] is Purpose.COORDINATION, k[0] < 0, k[0]))
+                held[pick][1] = at
             else:
                 held[boot_key] = [at, at]
                 opened["bootstrap"] += 1
@@ -248,9 +251,8 @@ def replay_proposal(
             close(boot_key, at)  # metadata has replaced the bootstrap cluster
         held[key] = [at, at]
         opened["coordinator" if purpose is Purpose.COORDINATION else "broker"] += 1
-    for key, (_, last) in list(held.items()):
-        if end is not None and end - last > linger:
-            close(key, last + linger)
+    if boot_key in held and end is not None and end - held[boot_key][1] > linger:
+        close(boot_key, held[boot_key][1] + linger)
     spans += [(first, None) for first, _ in held.values()]
     return {
         "opened": opened,
