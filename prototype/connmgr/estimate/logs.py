@@ -25,12 +25,13 @@ proposal's rules: any-node requests (Metadata, FindCoordinator, InitProducerId, 
 open connection and dial a bootstrap server only when none is open (rule d); every other
 request goes to its broker's connection, dialled on first need (rule e), a consumer's group
 coordinator on a connection of its own unless ``share_coordinator`` (rule f, the policy's own
-:func:`~connmgr.policies.proposed.coordinators.coordinator_purpose`); a bootstrap connection
-whose host:port is a needed broker's is adopted as that broker's connection, any other closes
-when the first broker connection is dialled (metadata has replaced the bootstrap cluster) or
-``connection_linger_ms`` (the policy's default) after the last request it carried; a broker's
-or coordinator's connection is one the client wants (a leader in use, its coordinator: rules c
-and g keep it) and stays open to the end of the log.
+:func:`~connmgr.policies.proposed.coordinators.coordinator_purpose`). At the first such request
+(metadata is in) the bootstrap connection is adopted as the data connection of the broker at
+its host:port (rule c), or closed if no broker there is known; a connection nothing has needed
+for itself (the bootstrap one, or an adopted one whose broker is not yet needed) closes
+``connection_linger_ms`` (the policy's default) after its last request; a broker's or
+coordinator's connection once needed is one the client wants (a leader in use, its
+coordinator: rules c and g keep it) and stays open to the end of the log.
 """
 
 from __future__ import annotations
@@ -211,9 +212,15 @@ def replay_proposal(
     )
     group_purpose = coordinator_purpose(config, CoordinatorKind.GROUP)
     linger = timedelta(milliseconds=linger_ms)
+    brokers_at = {
+        address: broker_of(node_id) for node_id, address in addresses.items() if node_id >= 0
+    }
     # key -> [first need, last need] of its open connection; a key is (broker id, purpose),
-    # the bootstrap connection's broker id -1.
+    # the bootstrap connection's broker id -1. ``lingering``: open connections nothing has
+    # needed for themselves (the bootstrap one, or the broker connection that adopted it
+    # before that broker was needed): they close connection_linger_ms after their last use.
     held: dict[tuple[int, Purpose], list[datetime]] = {}
+    lingering: set[tuple[int, Purpose]] = set()
     spans: list[tuple[datetime, datetime | None]] = []
     boot_key = (-1, Purpose.DATA)
     boot_address: tuple[str, int] | None = None
@@ -221,10 +228,15 @@ def replay_proposal(
 
     def close(key: tuple[int, Purpose], at: datetime) -> None:
         spans.append((held.pop(key)[0], at))
+        lingering.discard(key)
+
+    def expire(now: datetime | None) -> None:
+        for key in sorted(lingering, key=lambda k: (k[0], k[1] is Purpose.COORDINATION)):
+            if now is not None and now - held[key][1] > linger:
+                close(key, held[key][1] + linger)  # unneeded for connection_linger_ms
 
     for at, api, node_id in needs:
-        if boot_key in held and at - held[boot_key][1] > linger:
-            close(boot_key, held[boot_key][1] + linger)  # unneeded for connection_linger_ms
+        expire(at)
         if api in ANY_NODE_APIS or node_id < 0:
             if held:
                 # Rule d: broker connections first, then the bootstrap stand-in, then a
@@ -233,26 +245,30 @@ def replay_proposal(
                 held[pick][1] = at
             else:
                 held[boot_key] = [at, at]
+                lingering.add(boot_key)
                 opened["bootstrap"] += 1
                 boot_address = addresses.get(node_id)
             continue
+        if boot_key in held:
+            # Metadata is in: adopt-or-close. The bootstrap socket carries on as the data
+            # connection of the broker at its host:port, if metadata names one.
+            owner = brokers_at.get(boot_address) if boot_address is not None else None
+            if owner is None or (owner, Purpose.DATA) in held:
+                close(boot_key, at)
+            else:
+                held[(owner, Purpose.DATA)] = held.pop(boot_key)
+                lingering.discard(boot_key)
+                lingering.add((owner, Purpose.DATA))
         broker = broker_of(node_id)
         purpose = group_purpose if node_id >= COORDINATOR_FLOOR else Purpose.DATA
         key = (broker, purpose)
+        lingering.discard(key)  # needed for itself from now on: rules c and g keep it
         if key in held:
             held[key][1] = at
             continue
-        address = addresses.get(node_id) or addresses.get(broker)
-        if boot_key in held:
-            if purpose is Purpose.DATA and address is not None and address == boot_address:
-                # Adopt-or-close: the bootstrap socket is this broker's and carries on as its.
-                held[key] = [held.pop(boot_key)[0], at]
-                continue
-            close(boot_key, at)  # metadata has replaced the bootstrap cluster
         held[key] = [at, at]
         opened["coordinator" if purpose is Purpose.COORDINATION else "broker"] += 1
-    if boot_key in held and end is not None and end - held[boot_key][1] > linger:
-        close(boot_key, held[boot_key][1] + linger)
+    expire(end)
     spans += [(first, None) for first, _ in held.values()]
     return {
         "opened": opened,
