@@ -29,7 +29,11 @@ def one_client(path: Path) -> dict[str, Any]:
 
 def test_the_2019_consumer_log() -> None:
     client = one_client(CONSUMER_2019)
-    assert (client["client_id"], client["group"], client["kind"]) == ("consumer-1", "test", "consumer")
+    assert (client["client_id"], client["group"], client["kind"]) == (
+        "consumer-1",
+        "test",
+        "consumer",
+    )
     # Five "Initiating connection" lines: id -1 (negative: bootstrap), 2147483645
     # (2147483647 - 2: broker 2 as group coordinator) and 2, 0, 1 (brokers).
     assert client["opened"] == {"bootstrap": 1, "coordinator": 1, "broker": 3}
@@ -53,7 +57,11 @@ def test_the_2019_consumer_log() -> None:
 
 def test_the_2018_producer_log() -> None:
     client = one_client(PRODUCER_2018)
-    assert (client["client_id"], client["group"], client["kind"]) == ("producer-1", None, "producer")
+    assert (client["client_id"], client["group"], client["kind"]) == (
+        "producer-1",
+        None,
+        "producer",
+    )
     # Two dials, ids -2 then -1: both bootstrap servers.
     assert client["opened"] == {"bootstrap": 2, "coordinator": 0, "broker": 0}
     assert client["peak"] == 2

@@ -36,6 +36,7 @@ coordinator: rules c and g keep it) and stays open to the end of the log.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -316,8 +317,7 @@ def _open_text(path: Path) -> Iterator[str]:
         if b"\0" in head:
             raise UnreadableFile(f"{path}: binary data (a NUL byte in its first bytes)")
         rest = head + f.read()
-    for line in rest.decode("utf-8", errors="replace").splitlines():
-        yield line
+    yield from rest.decode("utf-8", errors="replace").splitlines()
 
 
 def analyse_lines(lines: Iterable[str], source: str) -> tuple[list[dict[str, Any]], int, int]:
@@ -431,10 +431,8 @@ def input_bytes(files: Iterable[str]) -> int:
     """The files' total size on disk (unreadable ones count 0)."""
     total = 0
     for f in files:
-        try:
+        with contextlib.suppress(OSError):
             total += os.path.getsize(f)
-        except OSError:
-            pass
     return total
 
 
@@ -484,7 +482,9 @@ def _bar(total: int, show: bool) -> Callable[[int], None]:
     return step
 
 
-def _on_spark(files: Sequence[str], master: str | None, bar: Callable[[int], None]) -> list[FileResult]:
+def _on_spark(
+    files: Sequence[str], master: str | None, bar: Callable[[int], None]
+) -> list[FileResult]:
     from connmgr.bench.runtime.spark import spark_session
 
     session = spark_session(master, app="connmgr-estimate-logs")

@@ -79,7 +79,9 @@ def client_lines(index: int, requests: int, rng: random.Random) -> Iterator[str]
         t += rng.uniform(1, 10)
         yield javalog.connect_line(t, who, host(coordinator), 9092, coord_node)
         yield req("API_VERSIONS", coord_node)
-        for api in ("JOIN_GROUP", "SYNC_GROUP") if kind == "consumer" else ("CONSUMER_GROUP_HEARTBEAT",):
+        for api in (
+            ("JOIN_GROUP", "SYNC_GROUP") if kind == "consumer" else ("CONSUMER_GROUP_HEARTBEAT",)
+        ):
             t += rng.uniform(1, 50)
             yield req(api, coord_node)
     if kind == "admin":

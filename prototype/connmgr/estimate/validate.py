@@ -7,7 +7,8 @@ client of :data:`CLIENTS` -- kafka-clients 4.4.0 and 4.3.1, a producer, a classi
 consumer, a KIP-848 (``group.protocol=consumer``) consumer and an admin client -- runs once
 through the Java probe (:func:`connmgr.java.run_probe`) with DEBUG ``NetworkClient`` logging,
 one log file each, with ``connections.max.idle.ms`` short (:data:`IDLE_MS`) so that quiet
-connections close while each client keeps working for :data:`SETTLE_MS`. Then :func:`connmgr.estimate.logs.estimate` reads the logs, and per client:
+connections close while each client keeps working for :data:`SETTLE_MS`. Then
+:func:`connmgr.estimate.logs.estimate` reads the logs, and per client:
 
 * **opened** (the estimate's connections opened, all roles, whole log) must equal the
   connections the forwarders accepted from that client (the ledger outside the client);
