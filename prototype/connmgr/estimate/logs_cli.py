@@ -31,7 +31,12 @@ def parser() -> argparse.ArgumentParser:
         help=f"where to parse: auto = Spark from {SPARK_THRESHOLD_BYTES // 2**20} MB of input",
     )
     p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="a progress bar on stderr (auto: when stderr is a terminal)",
+    )
     return p
 
 
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             files,
             engine=args.engine,
             master=args.master,
-            progress=not args.no_progress and sys.stderr.isatty(),
+            progress=args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()),
         )
     except Exception as e:  # Spark could not start: say so, as the user asked for it
         from connmgr.bench.runtime.spark import SparkUnavailable
