@@ -421,10 +421,11 @@ def combine(results: Iterable[FileResult]) -> dict[str, Any]:
     }
 
 
-SPARK_THRESHOLD_BYTES: Final = 256 * 1024 * 1024
+SPARK_THRESHOLD_BYTES: Final = 64 * 1024 * 1024
 """With ``engine="auto"``, inputs at least this large (on disk) run on Spark; smaller ones
-in this process (a local Spark session costs ~15 s to start, which 256 MB of logs take to
-parse in one process)."""
+in this process. One process read 61 MB of logs in 20 s on a loaded 2-core machine (see
+``docs/estimate.md``); a local Spark session takes ~15 s to start, so below this size Spark
+cannot win back its start."""
 
 
 def input_bytes(files: Iterable[str]) -> int:
