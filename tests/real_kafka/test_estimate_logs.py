@@ -13,12 +13,19 @@ pytestmark = [pytest.mark.real_kafka, pytest.mark.java]
 
 def test_estimate_logs_equals_the_forwarders_and_the_kernel(tmp_path: Path) -> None:
     clients = (
+        ("4.3.1", "producer", None),  # runs first: the records the consumers read
         ("4.4.0", "consumer", "consumer"),  # 4.4 prints its coordinator as +B
         ("4.3.1", "consumer", "classic"),  # 4.3.1: 2147483647 - B
         ("4.4.0", "admin", None),
     )
     rows = run(tmp_path, clients)
     assert mismatches(rows) == []
-    assert [r.estimate_opened["coordinator"] for r in rows] == [1, 1, 0]
-    # The short connections.max.idle.ms closed something while each consumer settled.
-    assert all(r.estimate_held_at_sample < sum(r.estimate_opened.values()) for r in rows[:2])
+    assert [r.name for r in rows] == [
+        "4.3.1-producer",
+        "4.4.0-consumer-consumer",
+        "4.3.1-consumer-classic",
+        "4.4.0-admin",
+    ]
+    assert [r.estimate_opened["coordinator"] for r in rows] == [0, 1, 1, 0]
+    # The short connections.max.idle.ms closed something while each client settled.
+    assert all(r.estimate_held_at_sample < sum(r.estimate_opened.values()) for r in rows)

@@ -105,7 +105,9 @@ def _held_at(log: Path, until: Any) -> int:
 
 
 def run(out: Path, clients: tuple[tuple[str, str, str | None], ...] = CLIENTS) -> list[Comparison]:
-    """Start a cluster, run ``clients``, compare; write ``out``/logs/ (the client logs)."""
+    """Start a cluster, run ``clients`` (producers first: each writes :data:`RECORDS`
+    records, which every consumer then reads, so ``clients`` needs a producer if it has a
+    consumer), compare; write ``out``/logs/ (the client logs)."""
     from connmgr.java import build_probe, kernel_sampler, run_probe
     from connmgr.realkafka import KafkaCluster
 
