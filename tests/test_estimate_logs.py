@@ -103,6 +103,9 @@ def test_coordinator_ids_of_every_generation(coordinator_id: int | str) -> None:
     assert client["never_used"] == 0
     assert client["bootstrap_lived_ms"] == [1500.0]
     assert (count, skipped) == (12, 1)
+    assert logs.combine([logs.FileResult("x.log", clients, skipped, count)])["totals"][
+        "bootstrap_lived_ms"
+    ] == {"closed": 1, "median": 1500.0, "max": 1500.0, "open_at_end": 0}
     # The proposal: the bootstrap socket to b1:9092 is broker 1's, so broker 1 adopts it;
     # the group coordinator gets a connection of its own; broker 2 one more.
     assert client["proposal"] == {

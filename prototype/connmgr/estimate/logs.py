@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -388,10 +389,18 @@ def _totals(clients: Sequence[dict[str, Any]]) -> dict[str, Any]:
         }
 
     today = sums(clients)
+    lives = [life for c in clients for life in c["bootstrap_lived_ms"]]
+    closed = sorted(life for life in lives if life is not None)
     return {
         "clients": len(clients),
         **today,
         "never_used": sum(c["never_used"] for c in clients),
+        "bootstrap_lived_ms": {
+            "closed": len(closed),
+            "median": statistics.median(closed) if closed else None,
+            "max": closed[-1] if closed else None,
+            "open_at_end": len(lives) - len(closed),
+        },
         "proposal": sums(c["proposal"] for c in clients),
     }
 

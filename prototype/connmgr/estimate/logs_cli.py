@@ -64,6 +64,15 @@ def table(document: dict[str, Any], limit: int = 50) -> str:
     t = document["totals"]
     rows.append("-" * len(head))
     rows.append(row(f"total ({t['clients']} clients)", "", "", t, t["never_used"]))
+    lived = t["bootstrap_lived_ms"]
+    if lived["closed"]:
+        rows.append(
+            f"bootstrap connections: {lived['closed']} closed, after {lived['median'] / 1000:.1f} s"
+            f" (median; longest {lived['max'] / 1000:.1f} s); {lived['open_at_end']} still open "
+            "at the end of their logs"
+        )
+    else:
+        rows.append(f"bootstrap connections: none closed; {lived['open_at_end']} open at the end")
     rows.append(
         f"lines {document['lines']}, skipped (not connection or request lines) "
         f"{document['skipped_lines']}, files {document['files']}, engine {document['engine']}"
