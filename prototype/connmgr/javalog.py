@@ -88,12 +88,14 @@ def format_time(t_ms: float) -> str:
     return stamp.strftime("%Y-%m-%d %H:%M:%S,") + f"{stamp.microsecond // 1000:03d}"
 
 
-def _node(host: str, port: int, node_id: int) -> str:
+def _node(host: str, port: int, node_id: int | str) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"{shown}:{port} (id: {node_id} rack: null)"
 
 
-def connect_line(t_ms: float, who: str, host: str, port: int, node_id: int) -> str:
+def connect_line(t_ms: float, who: str, host: str, port: int, node_id: int | str) -> str:
+    """An ``Initiating connection`` line; ``node_id`` as the client prints it (an int, or a
+    string such as 4.4's ``+3``)."""
     return (
         f"[{format_time(t_ms)}] DEBUG [{who}] Initiating connection to node "
         f"{_node(host, port, node_id)} using address {host}/{host} "
@@ -109,7 +111,7 @@ def metadata_line(t_ms: float, who: str, host: str, port: int, node_id: int) -> 
     )
 
 
-def close_line(t_ms: float, who: str, node_id: int, reason: str) -> str:
+def close_line(t_ms: float, who: str, node_id: int | str, reason: str) -> str:
     return (
         f"[{format_time(t_ms)}] DEBUG [{who}] Node {node_id} disconnected ({reason}). "
         "(org.apache.kafka.clients.NetworkClient)"
@@ -332,17 +334,72 @@ _SENT = (
 )
 
 
+def parse_sent_request(line: str) -> tuple[datetime, str, int] | None:
+    """(time, API name, node id) of the request ``line`` shows being sent, or None."""
+    if "Sending " not in line:
+        return None
+    for pattern in _SENT:
+        m = pattern.search(line)
+        if m:
+            api = m.groupdict().get("api") or "METADATA"
+            return (_stamp(m["ts"]), api, node_id_of(m["id"]))
+    return None
+
+
 def parse_sent_requests(lines: Iterable[str]) -> list[tuple[datetime, str, int]]:
     """(time, API name, node id) of every request the log shows being sent, in order."""
     sent = []
     for line in lines:
-        for pattern in _SENT:
-            m = pattern.search(line)
-            if m:
-                api = m.groupdict().get("api") or "METADATA"
-                sent.append((_stamp(m["ts"]), api, node_id_of(m["id"])))
-                break
+        request = parse_sent_request(line)
+        if request is not None:
+            sent.append(request)
     return sent
+
+
+def request_line(t_ms: float, who: str, api: str, node_id: int | str, correlation: int) -> str:
+    """A 3.x/4.x DEBUG ``Sending API request with header ...`` line (``api`` in Kafka's
+    upper-case name, e.g. ``PRODUCE``), as :func:`parse_sent_request` reads it."""
+    return (
+        f"[{format_time(t_ms)}] DEBUG [{who}] Sending {api} request with header "
+        f"RequestHeader(apiKey={api}, apiVersion=0, clientId=x, correlationId={correlation}, "
+        f"headerVersion=2) and timeout 30000 to node {node_id}: {{}} "
+        "(org.apache.kafka.clients.NetworkClient)"
+    )
+
+
+_WHO = re.compile(
+    r"\] \w+ \[(?P<kind>[A-Za-z]+) clientId=(?P<client>[^,\]]*)"
+    r"(?:, groupId=(?P<group>[^,\]]*))?(?:, transactionalId=(?P<txn>[^,\]]*))?[,\]]"
+)
+_KINDS = {
+    "Producer": "producer",
+    "Consumer": "consumer",
+    "AdminClient": "admin",
+    "ShareConsumer": "share-consumer",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogClient:
+    """Whose line it is, from the client's log prefix (``[Consumer clientId=consumer-1,
+    groupId=test]``): ``client_id`` verbatim, ``group`` (None when the prefix has none),
+    ``kind`` (``producer``, ``transactional-producer``, ``consumer``, ``admin``,
+    ``share-consumer``, or the prefix's word in lower case)."""
+
+    client_id: str
+    group: str | None
+    kind: str
+
+
+def client_of(line: str) -> LogClient | None:
+    """The client a log line names in its prefix, or None (a line without one)."""
+    m = _WHO.search(line)
+    if m is None:
+        return None
+    kind = _KINDS.get(m["kind"], m["kind"].lower())
+    if kind == "producer" and m["txn"]:
+        kind = "transactional-producer"
+    return LogClient(m["client"], m["group"], kind)
 
 
 _PHASE = re.compile(_STAMP + r".*?\bProbe phase (?P<name>\w+) (?P<edge>begins|ends)")

@@ -1,0 +1,1 @@
+"""Estimates for operators: what the proposal would change, from logs, metrics or a fleet."""
