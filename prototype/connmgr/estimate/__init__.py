@@ -1,0 +1,1 @@
+"""The operator's estimate: what the proposal would save on a fleet."""
