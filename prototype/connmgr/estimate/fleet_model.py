@@ -5,10 +5,10 @@ broker.
 Nothing here is a second model. A class becomes a
 :class:`~connmgr.bench.workloads.classes.WorkloadClass` whose draw is the stage's (its kind,
 leaders, coordinator and seed drawn in the stage's order, from ``(seed, class name, index)``);
-:func:`~connmgr.bench.workloads.compose.simulate`, :func:`~connmgr.bench.workloads.compose.replica_starts`
-and :func:`~connmgr.bench.workloads.compose.fleet_events` do the rest, and
-:func:`~connmgr.bench.workloads.compose.load_of` gives the busiest broker's and the cluster's
-figures exactly as the stage's report has them. What this module adds is the per-broker
+:func:`.compose.simulate`, :func:`.compose.replica_starts` and :func:`.compose.fleet_events`
+(of :mod:`connmgr.bench.workloads`) do the rest, and :func:`.compose.load_of` gives the
+busiest broker's and the cluster's figures exactly as the stage's report has them. What this
+module adds is the per-broker
 breakdown (:func:`per_broker`) and the mapping of the description's kinds:
 
 * ``producer`` / ``consumer`` / ``mixed`` (half each, the stage's ``steady``): long-lived at

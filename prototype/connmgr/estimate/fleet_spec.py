@@ -10,7 +10,7 @@ The schema (``docs/estimate-fleet-jmx.md`` shows it whole, ``examples/fleet-*.to
     brokers = 6               # broker ids 1..brokers
     bootstrap = [1, 2, 3]     # the ids in bootstrap.servers
     tls = true                # TLS listener: ~100 KB of broker memory per connection
-    sasl = "scram"            # none | plain | scram | oauthbearer | iam (a SASL round per handshake)
+    sasl = "scram"            # none | plain | scram | oauthbearer | iam
 
     [provider]
     name = "msk-iam"          # msk-iam | confluent-standard | confluent-enterprise | self-managed
