@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from connmgr.estimate import fleet
 from connmgr.estimate.fleet_model import figures
 from connmgr.estimate.fleet_spec import FleetSpecError, load_fleet, parse_fleet

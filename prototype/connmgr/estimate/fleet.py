@@ -178,8 +178,7 @@ def render(out: dict[str, Any]) -> str:
     p = out["provider"]
     rate = "no rate cap" if p["attempts_per_s"] is None else f"{p['attempts_per_s']:,}/s"
     lines.append(
-        f"headroom against {p['limit']} ({p['scope']}: {p['connections']:,} connections, "
-        f"{rate}):"
+        f"headroom against {p['limit']} ({p['scope']}: {p['connections']:,} connections, {rate}):"
     )
     lines.append(_row(["client", "fits x", "max clients", "more clients", "first limit hit"]))
     for m in models:
@@ -214,7 +213,9 @@ def render(out: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "today: " + ", ".join(m for m in TODAY if m in models) + "; the proposal: "
+        "today: "
+        + ", ".join(m for m in TODAY if m in models)
+        + "; the proposal: "
         + ", ".join(m for m in PROPOSAL if m in models)
         + ". librdkafka has no model in the simulator: it is not estimated.",
     ]
@@ -309,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         raise
     if args.plot:
         plot(out, args.plot)
-    print(json.dumps(out, indent=1) if args.json else render(out), end="" if not args.json else "\n")
+    print(
+        json.dumps(out, indent=1) if args.json else render(out), end="" if not args.json else "\n"
+    )
     return EXIT_OK
 
 

@@ -34,7 +34,9 @@ END: Final = float(DURATION_MS)
 SECONDS: Final = DURATION_MS // 1000
 
 Template = tuple[
-    tuple[tuple[int, float, float], ...], tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]
+    tuple[tuple[int, float, float], ...],
+    tuple[tuple[int, float], ...],
+    tuple[tuple[int, float], ...],
 ]
 
 
@@ -80,7 +82,9 @@ def _within_second(events: Any) -> tuple[int, int]:
     return running, top
 
 
-def spark_figures(spark: Any, groups: Groups, brokers: int) -> tuple[list[BrokerFigures], BrokerLoad]:
+def spark_figures(
+    spark: Any, groups: Groups, brokers: int
+) -> tuple[list[BrokerFigures], BrokerLoad]:
     """:func:`.fleet_model.per_broker` and ``load_of`` of ``groups`` on ``spark``."""
     sc = spark.sparkContext
     templates = sc.broadcast(
