@@ -297,11 +297,13 @@ def render(out: dict[str, Any]) -> str:
 def rows_from_readings(readings: Iterable[Any]) -> list[Row]:
     """Export rows from :class:`connmgr.java.jmx.BrokerReading` values: one per broker and
     listener (summed over its network processors, as the reader sums them), or one ``up``
-    false row for a broker that could not be read."""
+    false row for a broker that could not be read or had no socket-server metrics yet."""
     rows: list[Row] = []
     for r in readings:
         t = r.t_ms / 1000.0
-        if not r.up:
+        if not any("connection-count" in v for v in r.listeners.values()):
+            # Unreadable, or its JVM answers before its socket server has registered its
+            # metrics (starting): either way it serves no connection.
             rows.append(Row(0, t, r.broker, "", "", None, None, None, False))
             continue
         for listener in sorted(r.listeners):
