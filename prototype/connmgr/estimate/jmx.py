@@ -11,7 +11,9 @@ connection creation rate is at least ``max(--storm-min-rate, --storm-factor x th
 median rate over the export)`` (defaults 10/s and 5x). It is reported with its first and
 last sample, its peak rate, the connections it created (each sample's rate times the seconds
 it covers) and the nearest **restart** it meets: a broker that could not be read (``up``
-false) or whose creation total went down (a new JVM), from its first unreadable sample to
+false) or whose creation total went down (a new JVM) -- outages of one broker at most 10 s
+apart are one restart, as a broker shutting down or starting answers on and off -- from its
+first unreadable sample to
 ``--storm-window`` seconds after its first readable one; a storm meets it when their spans
 overlap (the fail-over storm while the broker is down, the return storm when it is back).
 
@@ -62,8 +64,14 @@ class Storm:
     restart: Restart | None
 
 
-def restarts(series: dict[int, list[Sample]]) -> list[Restart]:
-    """Every broker restart the samples show, in time order."""
+RESTART_MERGE_S: Final = 10.0
+"""Two outages of one broker this close (back, then down again) are one restart: a broker
+going through a controlled shutdown or starting answers JMX on and off."""
+
+
+def restarts(series: dict[int, list[Sample]], merge_s: float = RESTART_MERGE_S) -> list[Restart]:
+    """Every broker restart the samples show, in time order (outages of one broker at most
+    ``merge_s`` apart joined)."""
     found: list[Restart] = []
     for broker, ss in series.items():
         down_at: float | None = None
@@ -83,7 +91,13 @@ def restarts(series: dict[int, list[Sample]]) -> list[Restart]:
             elif reset and last is not None:
                 found.append(Restart(broker, last.t_s, s.t_s))
             down_at, last = None, s
-    return sorted(found, key=lambda r: (r.down_s, r.broker))
+    merged: list[Restart] = []
+    for r in sorted(found, key=lambda r: (r.broker, r.down_s)):
+        if merged and merged[-1].broker == r.broker and r.down_s - merged[-1].back_s <= merge_s:
+            merged[-1] = Restart(r.broker, merged[-1].down_s, r.back_s)
+        else:
+            merged.append(r)
+    return sorted(merged, key=lambda r: (r.down_s, r.broker))
 
 
 def storms(
