@@ -129,3 +129,24 @@ def test_prediction_with_a_fleet_description(capsys: pytest.CaptureFixture[str])
     # reports/workloads: steady, 3 brokers: java-today 38,999 cluster-wide, proposed 27,000.
     assert p["models"]["java-today"]["cluster_peak_connections"] == 38_999
     assert p["models"]["proposed"]["cluster_peak_connections"] == 27_000
+
+
+def test_a_counter_reset_is_a_restart_and_its_new_total_what_it_created() -> None:
+    # Broker 1: total 100, then 20 ten seconds later with no unreadable sample between: a
+    # new JVM that has created 20 since (2.0/s over the 10 s). Broker 2: total 100, down,
+    # then 30: 30 created over the 20 s since its last readable sample (1.5/s).
+    text = (
+        "time,broker,listener,connection_count,connection_creation_total,up\n"
+        "1000,1,PLAINTEXT,5,100,true\n"
+        "1010,1,PLAINTEXT,5,20,true\n"
+        "1000,2,PLAINTEXT,5,100,true\n"
+        "1010,2,,,,false\n"
+        "1020,2,PLAINTEXT,5,30,true\n"
+    )
+    out = jmx.analyse(parse_export(text, "reset.csv"))
+    assert out["brokers"][1]["peak_creation_rate"] == 2.0
+    assert out["brokers"][2]["peak_creation_rate"] == 1.5
+    assert out["restarts"] == [
+        {"broker": 1, "down_s": 1000.0, "back_s": 1010.0},
+        {"broker": 2, "down_s": 1010.0, "back_s": 1020.0},
+    ]
