@@ -236,7 +236,7 @@ def plot(out: dict[str, Any], path: Path) -> None:
 
     models = list(out["models"])
     brokers = [b["broker"] for b in out["models"][models[0]]["per_broker"]]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(brokers) * len(models) / 3), 4.0))
+    fig, ax = plt.subplots(figsize=(max(7.5, 0.6 * len(brokers) * len(models) / 3), 4.0))
     width = 0.8 / len(models)
     for k, m in enumerate(models):
         ys = [b["peak_connections"] for b in out["models"][m]["per_broker"]]
@@ -248,7 +248,7 @@ def plot(out: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("broker")
     ax.set_ylabel("peak connections")
     ax.set_title(f"{Path(out['fleet']).name}: peak connections per broker")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
