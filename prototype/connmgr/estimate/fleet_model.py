@@ -8,8 +8,8 @@ leaders, coordinator and seed drawn in the stage's order, from ``(seed, class na
 :func:`.compose.simulate`, :func:`.compose.replica_starts` and :func:`.compose.fleet_events`
 (of :mod:`connmgr.bench.workloads`) do the rest, and :func:`.compose.load_of` gives the
 busiest broker's and the cluster's figures exactly as the stage's report has them. What this
-module adds is the per-broker
-breakdown (:func:`per_broker`) and the mapping of the description's kinds:
+module adds is the per-broker breakdown (:func:`per_broker`) and the mapping of the
+description's kinds:
 
 * ``producer`` / ``consumer`` / ``mixed`` (half each, the stage's ``steady``): long-lived at
   the stage's cadence (a request every 2 minutes), or short-lived: a producer sends its

@@ -4,21 +4,24 @@ The simulation is the same as in :mod:`.fleet_model` (a class's templates, simul
 driver: a few dozen per class and client model, whatever the fleet's size). What grows with
 the fleet is its expansion -- every client's sockets, dials and handshakes, shifted to its
 start -- and that is what runs on the executors: the templates and start shifts are
-broadcast, each task expands a range of clients and reduces them to
+broadcast, and each task expands a range of clients with the stage's own
+:func:`~connmgr.bench.workloads.compose.fleet_events` (numpy), then reduces them to
 
-* dials per (broker, second of the hour);
-* handshakes per broker;
-* per (broker, second): the net change of open sockets and the highest running count
-  reached within the second (events sorted by time, a close before an open at one instant);
+* dials per (broker, second of the hour) and handshakes per broker (arrays, summed);
+* socket-seconds (summed);
+* the sockets' opens (+1) and closes (-1) per (broker, minute of the hour), broker 0 for the
+  cluster, shuffled so that one task sees a whole minute of one broker: it sorts them (a
+  close before an open at one instant) and gives, per second, the net change and the highest
+  running count reached within it;
 
-and the driver folds the seconds in order into each broker's peak (broker 0: the cluster).
-The figures are exactly :func:`.fleet_model.per_broker`'s and
-:func:`connmgr.bench.workloads.compose.load_of`'s but for ``socket_seconds``, a float sum in
-another order (equal to about 1e-12 relative).
+and the driver folds the seconds in order into each broker's peak. The figures are exactly
+:func:`.fleet_model.per_broker`'s and :func:`connmgr.bench.workloads.compose.load_of`'s but
+for ``socket_seconds``, a float sum in another order (equal to about 1e-12 relative).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -30,56 +33,61 @@ from connmgr.bench.workloads.compose import BrokerLoad
 from .fleet_model import BrokerFigures, Groups
 
 CLIENTS_PER_TASK: Final = 20_000
-END: Final = float(DURATION_MS)
 SECONDS: Final = DURATION_MS // 1000
 
-Template = tuple[
-    tuple[tuple[int, float, float], ...],
-    tuple[tuple[int, float], ...],
-    tuple[tuple[int, float], ...],
-]
+BLOCK_MS: Final = 60_000
+"""The sockets' events are shuffled by (broker, minute)."""
 
 
-def _expand(
-    task: tuple[int, int, int], templates: Any, shifts: Any
-) -> Iterator[tuple[str, Any, Any]]:
-    """Client ``lo..hi`` of group ``g``: ("try", (broker, second), 1), ("shake", broker, 1),
-    ("sock", (broker, second), (t, step)) for broker and cluster (0), ("secs", 0, held)."""
+def _expand(task: tuple[int, int, int], templates: Any, shifts: Any) -> Iterator[Any]:
+    """Clients ``lo..hi`` of group ``g``, reduced (see the module doc): ("try", array),
+    ("shake", array), ("secs", float), and ((broker, minute), (times, steps)) per minute."""
+    from connmgr.bench.workloads.compose import fleet_events
+
     g, lo, hi = task
-    lives: list[Template] = templates.value[g]
-    starts = shifts.value[g]
+    lives = templates.value[g]
     n = len(lives)
-    held = 0.0
-    for j in range(lo, hi):
-        intervals, dials, shakes = lives[j % n]
-        shift = float(starts[j])
-        for b, s in dials:
-            t = shift + s
-            if 0.0 <= t < END:
-                yield ("try", (b, int(t // 1000)), 1)
-        for b, s in shakes:
-            t = shift + s
-            if 0.0 <= t < END:
-                yield ("shake", b, 1)
-        for b, s, e in intervals:
-            o, c = shift + s, shift + e
-            if not (o < END and c > 0.0):
-                continue
-            o, c = min(max(o, 0.0), END), min(max(c, 0.0), END)
-            held += c - o
-            for key in (b, 0):
-                yield ("sock", (key, int(o // 1000)), (o, 1))
-                yield ("sock", (key, int(c // 1000)), (c, -1))
-    yield ("secs", 0, held)
+    # Client j is lives[j mod n]: start the cycle at lo's template.
+    rotated = lives[lo % n :] + lives[: lo % n]
+    ev = fleet_events([(rotated, shifts.value[g][lo:hi])])
+    brokers = templates.value[-1]
+    tries = np.zeros((brokers + 1, SECONDS), dtype=np.int64)
+    np.add.at(tries, (ev.try_brokers, (ev.tries // 1000).astype(np.int64)), 1)
+    yield ("try", tries)
+    yield ("shake", np.bincount(ev.shake_brokers, minlength=brokers + 1).astype(np.int64))
+    yield ("secs", float((ev.closes - ev.opens).sum()))
+    times = np.concatenate([ev.opens, ev.closes])
+    steps = np.concatenate([np.ones(ev.opens.size, np.int8), -np.ones(ev.closes.size, np.int8)])
+    where = np.concatenate([ev.socket_brokers, ev.socket_brokers])
+    blocks = (times // BLOCK_MS).astype(np.int64)
+    if not times.size:
+        return
+    for key_brokers in (where, np.zeros_like(where)):
+        order = np.lexsort((blocks, key_brokers))
+        kb, bl = key_brokers[order], blocks[order]
+        cuts = np.flatnonzero(np.r_[True, (kb[1:] != kb[:-1]) | (bl[1:] != bl[:-1]), True])
+        for a, b in itertools.pairwise(cuts.tolist()):
+            rows = order[a:b]
+            yield ((int(kb[a]), int(bl[a])), (times[rows], steps[rows]))
 
 
-def _within_second(events: Any) -> tuple[int, int]:
-    """(net change, highest running count from 0) of one second's (t, step) events."""
-    running = top = 0
-    for _t, step in sorted(events):
-        running += step
-        top = max(top, running)
-    return running, top
+def _concat(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+    return (np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def _seconds(events: tuple[Any, Any]) -> list[tuple[int, int, int]]:
+    """Per second of one (broker, minute): (second, net change, highest running count from 0
+    within it), a close before an open at one instant."""
+    times, steps = events
+    order = np.lexsort((steps.astype(np.int64), times))
+    t, st = times[order], steps[order].astype(np.int64)
+    secs = (t // 1000).astype(np.int64)
+    out = []
+    cuts = np.flatnonzero(np.r_[True, secs[1:] != secs[:-1], True])
+    for a, b in itertools.pairwise(cuts.tolist()):
+        running = np.cumsum(st[a:b])
+        out.append((int(secs[a]), int(running[-1]), int(max(0, running.max()))))
+    return out
 
 
 def spark_figures(
@@ -87,19 +95,7 @@ def spark_figures(
 ) -> tuple[list[BrokerFigures], BrokerLoad]:
     """:func:`.fleet_model.per_broker` and ``load_of`` of ``groups`` on ``spark``."""
     sc = spark.sparkContext
-    templates = sc.broadcast(
-        [
-            [
-                (
-                    tuple((b, s, e) for b, s, e in life.intervals),
-                    tuple((b, s) for b, s, _ in life.intervals) + tuple(life.refused),
-                    tuple(life.handshakes),
-                )
-                for life in lives
-            ]
-            for lives, _ in groups
-        ]
-    )
+    templates = sc.broadcast([lives for lives, _ in groups] + [brokers])
     shifts = sc.broadcast([np.asarray(s, dtype=np.float64) for _, s in groups])
     tasks = [
         (g, lo, min(lo + CLIENTS_PER_TASK, len(s)))
@@ -111,32 +107,21 @@ def spark_figures(
             lambda task: _expand(task, templates, shifts)
         )
         rdd.cache()
-        tries = (
-            rdd.filter(lambda r: r[0] == "try").map(lambda r: (r[1], r[2])).reduceByKey(_add)
-        ).collect()
-        shakes = (
-            rdd.filter(lambda r: r[0] == "shake").map(lambda r: (r[1], r[2])).reduceByKey(_add)
-        ).collect()
+        per_second = rdd.filter(lambda r: r[0] == "try").map(lambda r: r[1]).reduce(np.add)
+        shake_counts = rdd.filter(lambda r: r[0] == "shake").map(lambda r: r[1]).reduce(np.add)
+        held = rdd.filter(lambda r: r[0] == "secs").map(lambda r: r[1]).sum()
         seconds = (
-            rdd.filter(lambda r: r[0] == "sock")
-            .map(lambda r: (r[1], r[2]))
-            .groupByKey()
-            .mapValues(_within_second)
+            rdd.filter(lambda r: isinstance(r[0], tuple))
+            .reduceByKey(_concat)
+            .flatMap(lambda kv: [(kv[0][0], s) for s in _seconds(kv[1])])
         ).collect()
-        held = rdd.filter(lambda r: r[0] == "secs").map(lambda r: r[2]).sum()
         rdd.unpersist()
     finally:
         templates.unpersist()
         shifts.unpersist()
-    per_second = np.zeros((brokers + 1, SECONDS), dtype=np.int64)
-    for (b, sec), n in tries:
-        per_second[b, sec] += n
-    shake_counts = np.zeros(brokers + 1, dtype=np.int64)
-    for b, n in shakes:
-        shake_counts[b] += n
     peaks = np.zeros(brokers + 1, dtype=np.int64)
     running = np.zeros(brokers + 1, dtype=np.int64)
-    for (b, _sec), (net, top) in sorted(seconds):
+    for b, (_sec, net, top) in sorted(seconds):
         peaks[b] = max(peaks[b], running[b] + top)
         running[b] += net
     figures = [
@@ -155,7 +140,3 @@ def spark_figures(
         cluster_peak_attempts=int(per_second.sum(axis=0).max(initial=0)),
     )
     return figures, load
-
-
-def _add(a: int, b: int) -> int:
-    return a + b
