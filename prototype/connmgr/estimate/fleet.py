@@ -30,10 +30,13 @@ from connmgr.bench.workloads.run import Cell
 from .fleet_model import KIP_ALONE, MODELS, PROPOSAL, TODAY, ModelFigures, compose, figures
 from .fleet_spec import FleetSpec, FleetSpecError, load_fleet
 
-SPARK_THRESHOLD: Final = 200_000
+SPARK_THRESHOLD: Final = 2_000_000
 """Above this many clients (long-lived clients plus starts an hour, all classes), ``--engine
-auto`` expands the fleet on Spark: below it one process takes seconds (10,000 clients: about
-3 s for the eight client models on 2 cores)."""
+auto`` expands the fleet on Spark. In one process the expansion's memory grows with the
+fleet (measured on the project's 2-core machine: 10,000 clients, eight client models: 7 s,
+57 MB; 1,000,000 clients, two models: 35 s, 856 MB), so past about 2 million clients it no
+longer fits a small machine, while Spark's driver stays small (1,000,000 clients: 99 MB, but
+3.5 min on ``local[2]``: Spark pays where its executors are many)."""
 PLAINTEXT_BYTES: Final = 250
 """Broker memory of a plaintext connection (the KIP-1015 discussion; TLS: 100 KB)."""
 EXIT_OK, EXIT_USAGE, EXIT_SPARK = 0, 2, 3
