@@ -105,9 +105,13 @@ def test_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_spark_and_numpy_agree(tmp_path: Path) -> None:
+def test_spark_and_numpy_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pyspark")
     from connmgr.bench.runtime.spark import spark_session
+    from connmgr.estimate import fleet_spark
+
+    # Tasks of 333 clients: a task's first client is not its templates' first (4 a class).
+    monkeypatch.setattr(fleet_spark, "CLIENTS_PER_TASK", 333)
 
     spark = spark_session("local[2]", app="connmgr-estimate-tests")
     try:
