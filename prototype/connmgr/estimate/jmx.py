@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.today not in MODELS:
         parser.error(f"--today: unknown {args.today!r}; valid: {', '.join(MODELS)}")
     if (args.file is None) == (args.live is None):
-        parser.error("give FILE or --live, not both")
+        parser.error("give FILE or --live (exactly one)")
     try:
         if args.live is not None:
             try:
