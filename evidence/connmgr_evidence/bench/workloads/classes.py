@@ -146,9 +146,27 @@ def _spec(
     )
 
 
-def _long_lived(rng: random.Random, brokers: int, **kw: object) -> ScenarioSpec:
-    kind = rng.choice((ClientKind.PRODUCER, ClientKind.CONSUMER))
-    leaders = _leaders(rng, brokers, 1, 6)
+LeaderDraw = Callable[[random.Random, int], tuple[int, ...]]
+"""``(rng, brokers) -> leaders``: how a class draws the leaders of its client's partitions."""
+BOTH_KINDS: Final = (ClientKind.PRODUCER, ClientKind.CONSUMER)
+
+
+def _stage_leaders(rng: random.Random, brokers: int) -> tuple[int, ...]:
+    return _leaders(rng, brokers, 1, 6)
+
+
+def _long_lived(
+    rng: random.Random,
+    brokers: int,
+    *,
+    kinds: tuple[ClientKind, ...] = BOTH_KINDS,
+    leader_draw: LeaderDraw = _stage_leaders,
+    **kw: object,
+) -> ScenarioSpec:
+    """A long-lived client: its kind drawn from ``kinds``, then its leaders, coordinator and
+    seed, in that order (the stage's classes draw with the defaults)."""
+    kind = rng.choice(kinds)
+    leaders = leader_draw(rng, brokers)
     return _spec(
         brokers,
         leaders,
@@ -267,17 +285,25 @@ def draw_restart(index: int, brokers: int, seed: int) -> Drawn:
 
 
 def _churn_scenario(
-    name: str, at_key: str, index: int, brokers: int, seed: int, timings: ClientTimings
+    name: str,
+    at_key: str,
+    index: int,
+    brokers: int,
+    seed: int,
+    timings: ClientTimings,
+    *,
+    key: str | None = None,
+    kinds: tuple[str, ...] = ("producer", "consumer"),
 ) -> Drawn:
     """A churn scenario of the simulator's own (``ip-change``, ``reassignment``) for one
-    client of the fleet: its client kind, start and seed drawn, its changes from minute 10
-    of the hour, at ``timings``."""
-    rng = _rng(name, seed, index, brokers)
+    client of the fleet: its client kind (of ``kinds``), start and seed drawn (from ``key``,
+    the scenario's name by default), its changes from minute 10 of the hour, at ``timings``."""
+    rng = _rng(key or name, seed, index, brokers)
     start = rng.uniform(0, START_SPREAD_MS)
     spec = get_scenario(name).spec(
         {
             "brokers": str(brokers),
-            "client": rng.choice(("producer", "consumer")),
+            "client": rng.choice(kinds),
             "seed": str(rng.randrange(2**31)),
             "duration_ms": str(round(DURATION_MS - start)),
             at_key: str(round(RESTART_AT_MS - start)),
@@ -368,3 +394,14 @@ def workload_class(name: str) -> WorkloadClass:
         if c.name == name:
             return c
     raise KeyError(f"unknown workload class {name!r}; known: {', '.join(c.name for c in CLASSES)}")
+
+
+# The pieces a fleet description's classes are drawn with (connmgr.estimate.fleet_model):
+# the stage's own draws, so that a description with the stage's parameters is the stage.
+draw_rng = _rng
+topic_leaders = _leaders
+client_spec = _spec
+long_lived_spec = _long_lived
+leave = _leave
+shifted_changes = _shifted
+churn_scenario = _churn_scenario

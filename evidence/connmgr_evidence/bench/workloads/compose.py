@@ -125,7 +125,29 @@ def measure(
 ) -> BrokerLoad:
     """The fleet's load: client ``j`` is ``lives[j mod len(lives)]`` shifted by
     ``shifts[j]`` ms, every instant cut to the hour."""
-    n = len(lives)
+    return load_of(fleet_events([(lives, shifts)]), brokers)
+
+
+@dataclass(frozen=True)
+class FleetEvents:
+    """Every socket, dial and handshake of a composed fleet, cut to the hour: sockets
+    ``[opens, closes)`` at ``socket_brokers``, dials at ``tries`` to ``try_brokers``,
+    handshakes at ``shakes`` with ``shake_brokers`` (ms; brokers by id)."""
+
+    opens: npt.NDArray[np.float64]
+    closes: npt.NDArray[np.float64]
+    socket_brokers: npt.NDArray[np.int64]
+    tries: npt.NDArray[np.float64]
+    try_brokers: npt.NDArray[np.int64]
+    shakes: npt.NDArray[np.float64]
+    shake_brokers: npt.NDArray[np.int64]
+
+
+def fleet_events(
+    groups: Sequence[tuple[Sequence[ClientSockets], npt.NDArray[np.float64]]],
+) -> FleetEvents:
+    """The events of several composed fleets together: in each ``(lives, shifts)``, client
+    ``j`` is ``lives[j mod len(lives)]`` shifted by ``shifts[j]`` ms."""
     opens: list[npt.NDArray[np.float64]] = []
     closes: list[npt.NDArray[np.float64]] = []
     socket_brokers: list[npt.NDArray[np.int64]] = []
@@ -133,24 +155,26 @@ def measure(
     try_brokers: list[npt.NDArray[np.int64]] = []
     shakes: list[npt.NDArray[np.float64]] = []
     shake_brokers: list[npt.NDArray[np.int64]] = []
-    for k, life in enumerate(lives):
-        mine = shifts[k::n]
-        if not mine.size:
-            continue
-        if life.intervals:
-            iv = np.asarray([(b, s, e) for b, s, e in life.intervals], dtype=np.float64)
-            opens.append((mine[:, None] + iv[None, :, 1]).ravel())
-            closes.append((mine[:, None] + iv[None, :, 2]).ravel())
-            socket_brokers.append(np.tile(iv[:, 0].astype(np.int64), mine.size))
-        dials = [(b, s) for b, s, _ in life.intervals] + list(life.refused)
-        if dials:
-            dv = np.asarray(dials, dtype=np.float64)
-            tries.append((mine[:, None] + dv[None, :, 1]).ravel())
-            try_brokers.append(np.tile(dv[:, 0].astype(np.int64), mine.size))
-        if life.handshakes:
-            hv = np.asarray(life.handshakes, dtype=np.float64)
-            shakes.append((mine[:, None] + hv[None, :, 1]).ravel())
-            shake_brokers.append(np.tile(hv[:, 0].astype(np.int64), mine.size))
+    for lives, shifts in groups:
+        n = len(lives)
+        for k, life in enumerate(lives):
+            mine = shifts[k::n]
+            if not mine.size:
+                continue
+            if life.intervals:
+                iv = np.asarray([(b, s, e) for b, s, e in life.intervals], dtype=np.float64)
+                opens.append((mine[:, None] + iv[None, :, 1]).ravel())
+                closes.append((mine[:, None] + iv[None, :, 2]).ravel())
+                socket_brokers.append(np.tile(iv[:, 0].astype(np.int64), mine.size))
+            dials = [(b, s) for b, s, _ in life.intervals] + list(life.refused)
+            if dials:
+                dv = np.asarray(dials, dtype=np.float64)
+                tries.append((mine[:, None] + dv[None, :, 1]).ravel())
+                try_brokers.append(np.tile(dv[:, 0].astype(np.int64), mine.size))
+            if life.handshakes:
+                hv = np.asarray(life.handshakes, dtype=np.float64)
+                shakes.append((mine[:, None] + hv[None, :, 1]).ravel())
+                shake_brokers.append(np.tile(hv[:, 0].astype(np.int64), mine.size))
     end = float(DURATION_MS)
     o, c, sb = _cat(opens), _cat(closes), _cat_i(socket_brokers)
     keep = (o < end) & (c > 0)
@@ -161,6 +185,14 @@ def measure(
     h, hb = _cat(shakes), _cat_i(shake_brokers)
     keep = (h >= 0) & (h < end)
     h, hb = h[keep], hb[keep]
+    return FleetEvents(o, c, sb, t, tb, h, hb)
+
+
+def load_of(events: FleetEvents, brokers: int) -> BrokerLoad:
+    """What ``events`` cost brokers 1..``brokers``: the busiest broker's and the cluster's."""
+    o, c, sb = events.opens, events.closes, events.socket_brokers
+    t, tb = events.tries, events.try_brokers
+    h, hb = events.shakes, events.shake_brokers
     per_second = np.zeros((brokers + 1, SECONDS), dtype=np.int64)
     np.add.at(per_second, (tb, (t // 1000).astype(np.int64)), 1)
     return BrokerLoad(
