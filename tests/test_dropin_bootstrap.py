@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
+
 from connmgr.aio import ProposedConsumer, ProposedProducer
 
 TIMEOUT_MS = 5_000

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import FIXTURES
 from connmgr import javalog
-from connmgr.estimate import logs
-from connmgr.estimate.cli import main as estimate_main
-from connmgr.estimate.logs_cli import main as logs_main
+from connmgr_evidence.estimate import logs
+from connmgr_evidence.estimate.cli import main as estimate_main
+from connmgr_evidence.estimate.logs_cli import main as logs_main
 
 CONSUMER_2019 = FIXTURES / "java-consumer-2019.log"
 PRODUCER_2018 = FIXTURES / "java-producer-2.1.log"
@@ -204,7 +205,7 @@ def test_a_subcommand_this_branch_lacks_says_so(capsys: pytest.CaptureFixture[st
 
 
 def test_the_synthetic_logs_parse_back(tmp_path: Path) -> None:
-    from connmgr.estimate.synth_logs import main as synth
+    from connmgr_evidence.estimate.synth_logs import main as synth
 
     assert synth(["--clients", "20", "--requests", "30", "--out", str(tmp_path)]) == 0
     document = logs.estimate(logs.collect_files([tmp_path])[0], engine="local")
@@ -216,7 +217,7 @@ def test_the_synthetic_logs_parse_back(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_spark_and_in_process_give_the_same_document(tmp_path: Path) -> None:
-    from connmgr.estimate.synth_logs import main as synth
+    from connmgr_evidence.estimate.synth_logs import main as synth
 
     synth(["--clients", "60", "--requests", "40", "--out", str(tmp_path)])
     (tmp_path / "core.bin").write_bytes(b"\x00\x01")

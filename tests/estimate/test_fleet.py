@@ -1,5 +1,6 @@
 """``estimate fleet``: the stage's own parameters reproduce the committed workload report
-(computed by ``python -m connmgr.bench.workloads``, not by this code), the Spark path agrees
+(computed by ``python -m connmgr_evidence.bench.workloads``, not by this code), the Spark path
+agrees
 with the in-process one, and bad descriptions are named precisely."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connmgr.estimate import fleet
-from connmgr.estimate.fleet_model import figures
-from connmgr.estimate.fleet_spec import FleetSpecError, load_fleet, parse_fleet
+
+from connmgr_evidence.estimate import fleet
+from connmgr_evidence.estimate.fleet_model import figures
+from connmgr_evidence.estimate.fleet_spec import FleetSpecError, load_fleet, parse_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -107,8 +109,8 @@ def test_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_spark_and_numpy_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pyspark")
-    from connmgr.bench.runtime.spark import spark_session
-    from connmgr.estimate import fleet_spark
+    from connmgr_evidence.bench.runtime.spark import spark_session
+    from connmgr_evidence.estimate import fleet_spark
 
     # Tasks of 333 clients: a task's first client is not its templates' first (4 a class).
     monkeypatch.setattr(fleet_spark, "CLIENTS_PER_TASK", 333)

@@ -25,8 +25,9 @@ import json
 from pathlib import Path
 
 import pytest
-from connmgr.estimate import jmx
-from connmgr.estimate.jmx_export import ExportError, parse_export, read_export
+
+from connmgr_evidence.estimate import jmx
+from connmgr_evidence.estimate.jmx_export import ExportError, parse_export, read_export
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "estimate" / "jmx-restart.csv"
 

@@ -1,4 +1,4 @@
-"""``estimate jmx`` on the real tier: a short run of ``connmgr.estimate.jmx_validate`` (a
+"""``estimate jmx`` on the real tier: a short run of ``connmgr_evidence.estimate.jmx_validate`` (a
 3-node KRaft cluster with remote JMX, four kafka-clients, broker 2 restarted mid-run) reads
 every broker's connection count at every sample exactly as the brokers' own JMX has it."""
 
@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from connmgr.estimate import jmx_validate
+
+from connmgr_evidence.estimate import jmx_validate
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.java]
 

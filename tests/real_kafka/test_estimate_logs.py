@@ -1,12 +1,14 @@
 """``estimate logs`` read from real kafka-clients logs equals, client by client, what the
-forwarders and the kernel counted (a small version of ``python -m connmgr.estimate.validate``)."""
+forwarders and the kernel counted (a small version of ``python -m
+connmgr_evidence.estimate.validate``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from connmgr.estimate.validate import mismatches, run
+
+from connmgr_evidence.estimate.validate import mismatches, run
 
 pytestmark = [pytest.mark.real_kafka, pytest.mark.java]
 

@@ -396,7 +396,7 @@ def workload_class(name: str) -> WorkloadClass:
     raise KeyError(f"unknown workload class {name!r}; known: {', '.join(c.name for c in CLASSES)}")
 
 
-# The pieces a fleet description's classes are drawn with (connmgr.estimate.fleet_model):
+# The pieces a fleet description's classes are drawn with (connmgr_evidence.estimate.fleet_model):
 # the stage's own draws, so that a description with the stage's parameters is the stage.
 draw_rng = _rng
 topic_leaders = _leaders

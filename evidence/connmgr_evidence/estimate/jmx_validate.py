@@ -1,11 +1,11 @@
-"""``python -m connmgr.estimate.jmx_validate``: ``estimate jmx`` against the brokers' own
+"""``python -m connmgr_evidence.estimate.jmx_validate``: ``estimate jmx`` against the brokers' own
 JMX counts on the real tier.
 
-It starts a 3-node KRaft cluster with remote JMX (:class:`connmgr.realkafka.KafkaCluster`,
+It starts a 3-node KRaft cluster with remote JMX (:class:`connmgr_evidence.realkafka.KafkaCluster`,
 ``jmx=True``), polls every broker's ``socket-server-metrics`` with the project's
-``BrokerJmx`` reader (:class:`connmgr.java.jmx.BrokerJmxPoller`, as the long run does), and
+``BrokerJmx`` reader (:class:`connmgr_evidence.java.jmx.BrokerJmxPoller`, as the long run does), and
 runs a few kafka-clients through the probe launcher the long run uses
-(:func:`connmgr.java.probe.run_probe`): producers, a group consumer and an admin client,
+(:func:`connmgr_evidence.java.probe.run_probe`): producers, a group consumer and an admin client,
 started a few seconds apart so that the counts move. The readings are written as an export
 CSV (:func:`.jmx.write_csv`), read back by ``estimate jmx``'s reader, and each broker's
 connection count at each sample is compared with the sum of the ``connection-count`` of
@@ -49,10 +49,10 @@ def run(
     *, seconds: float, every_s: float, version: str, stagger_s: float, restart_broker: bool
 ) -> dict[str, Any]:
     """Run the validation (see the module doc) and return what ``validation.json`` holds."""
-    from connmgr.java.build import build_probe
-    from connmgr.java.jmx import BrokerJmxPoller
-    from connmgr.java.probe import run_probe
-    from connmgr.realkafka import KafkaCluster
+    from connmgr_evidence.java.build import build_probe
+    from connmgr_evidence.java.jmx import BrokerJmxPoller
+    from connmgr_evidence.java.probe import run_probe
+    from connmgr_evidence.realkafka import KafkaCluster
 
     build = build_probe(version)
     errors: list[str] = []
@@ -171,7 +171,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# `estimate jmx` against the brokers' own JMX counts",
         "",
-        "Written by `python -m connmgr.estimate.jmx_validate` "
+        "Written by `python -m connmgr_evidence.estimate.jmx_validate` "
         f"({result['when']}): a 3-node KRaft cluster (Kafka {result['kafka']}) with remote JMX, "
         f"{len(result['clients'])} kafka-clients {result['kafka_clients']} "
         f"({', '.join(result['clients'])}) started a few seconds apart and living "
@@ -233,7 +233,7 @@ def render(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m connmgr.estimate.jmx_validate",
+        prog="python -m connmgr_evidence.estimate.jmx_validate",
         description="Start the real tier with JMX, run a few kafka-clients, export the "
         "brokers' JMX over the run and check that estimate jmx reads every broker's "
         "connection count at every sample exactly. Writes OUT/index.md and "

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench.workloads.limits import TLS_BYTES_PER_CONNECTION, Scope
-from connmgr.bench.workloads.report import headroom
-from connmgr.bench.workloads.run import Cell
+from connmgr_evidence.bench.workloads.limits import TLS_BYTES_PER_CONNECTION, Scope
+from connmgr_evidence.bench.workloads.report import headroom
+from connmgr_evidence.bench.workloads.run import Cell
 
 from .fleet_model import KIP_ALONE, MODELS, PROPOSAL, TODAY, ModelFigures, compose, figures
 from .fleet_spec import FleetSpec, FleetSpecError, load_fleet
@@ -49,12 +49,12 @@ def estimate(
     engine: str = "auto",
     master: str | None = None,
 ) -> dict[str, Any]:
-    """The estimate as the ``--json`` output has it (see ``docs/estimate-fleet-jmx.md``)."""
+    """The estimate as the ``--json`` output has it (see ``docs/estimate.md``)."""
     started = time.perf_counter()
     use_spark = engine == "spark" or (engine == "auto" and spec.fleet_size > SPARK_THRESHOLD)
     results: dict[str, ModelFigures] = {}
     if use_spark:
-        from connmgr.bench.runtime.spark import spark_session
+        from connmgr_evidence.bench.runtime.spark import spark_session
 
         from .fleet_spark import spark_figures
 
@@ -265,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         "the peak connections, the peak connection attempts in one second, the handshakes "
         "in the hour and the TLS memory, and the headroom against the provider's limits "
         "(MSK IAM, Confluent Standard / Enterprise per eCKU, or self-managed "
-        "max.connections). FILE is a TOML fleet description (docs/estimate-fleet-jmx.md; "
+        "max.connections). FILE is a TOML fleet description (docs/estimate.md; "
         "examples/fleet-*.toml). The model is the workload stage's "
-        "(python -m connmgr.bench.workloads). Exit codes: 0 printed; 2 bad command line or "
+        "(python -m connmgr_evidence.bench.workloads). Exit codes: 0 printed; 2 bad command "
+        "line or "
         "description; 3 Spark could not start.",
     )
     parser.add_argument("file", type=Path, metavar="FILE", help="the fleet description (TOML)")
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"connmgr estimate fleet: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        from connmgr.bench.runtime.spark import SparkUnavailable
+        from connmgr_evidence.bench.runtime.spark import SparkUnavailable
 
         if isinstance(exc, SparkUnavailable):
             print(f"connmgr estimate fleet: Spark: {exc}", file=sys.stderr)

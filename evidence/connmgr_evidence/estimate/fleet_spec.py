@@ -1,7 +1,7 @@
 """A fleet description: the TOML an operator writes, read into values, with errors that name
 the file, the line and the field.
 
-The schema (``docs/estimate-fleet-jmx.md`` shows it whole, ``examples/fleet-*.toml`` use it)::
+The schema (``docs/estimate.md`` shows it whole, ``examples/fleet-*.toml`` use it)::
 
     seed = 0                  # optional: every draw replays from it
     templates = 30            # optional: clients simulated per class and client model
@@ -37,7 +37,8 @@ The schema (``docs/estimate-fleet-jmx.md`` shows it whole, ``examples/fleet-*.to
     kind = "ip-change"
 
 A class's clients are drawn from ``(seed, class name, index)`` with the workload stage's own
-draws (:mod:`connmgr.bench.workloads.classes`): a class named and parameterised like a stage
+draws (:mod:`connmgr_evidence.bench.workloads.classes`): a class named and parameterised like a
+stage
 class (``steady``, ``serverless``, ``pollers``, ``restart``, ``ip-change``,
 ``reassignment``) is that class.
 """
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from connmgr.bench.workloads.limits import (
+from connmgr_evidence.bench.workloads.limits import (
     CONFLUENT_ENTERPRISE,
     CONFLUENT_STANDARD,
     MSK,

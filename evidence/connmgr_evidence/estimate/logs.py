@@ -495,7 +495,7 @@ def _bar(total: int, show: bool) -> Callable[[int], None]:
 def _on_spark(
     files: Sequence[str], master: str | None, bar: Callable[[int], None]
 ) -> list[FileResult]:
-    from connmgr.bench.runtime.spark import spark_session
+    from connmgr_evidence.bench.runtime.spark import spark_session
 
     session = spark_session(master, app="connmgr-estimate-logs")
     context = session.sparkContext

@@ -11,9 +11,15 @@ import sys
 from typing import Final
 
 SUBCOMMANDS: Final = {
-    "fleet": ("connmgr.estimate.fleet", "a fleet description (TOML): per-broker peaks and limits"),
-    "logs": ("connmgr.estimate.logs_cli", "Java NetworkClient logs: per-client connections"),
-    "jmx": ("connmgr.estimate.jmx", "a broker JMX export: peaks and storms"),
+    "fleet": (
+        "connmgr_evidence.estimate.fleet",
+        "a fleet description (TOML): per-broker peaks and limits",
+    ),
+    "logs": (
+        "connmgr_evidence.estimate.logs_cli",
+        "Java NetworkClient logs: per-client connections",
+    ),
+    "jmx": ("connmgr_evidence.estimate.jmx", "a broker JMX export: peaks and storms"),
 }
 USAGE: Final = "usage: connmgr estimate {fleet,logs,jmx} ...\n" + "".join(
     f"  {name:6} {summary}\n" for name, (_, summary) in SUBCOMMANDS.items()

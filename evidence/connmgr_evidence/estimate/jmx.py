@@ -1,10 +1,10 @@
 """``connmgr estimate jmx FILE``: the brokers' own connection counts over time -- the peak,
 the storms, and what the proposal's model predicts for the same client mix.
 
-FILE is an export in :mod:`.jmx_export`'s format (CSV or JSON; ``docs/estimate-fleet-jmx.md``
+FILE is an export in :mod:`.jmx_export`'s format (CSV or JSON; ``docs/estimate.md``
 maps the ``kafka.server:type=socket-server-metrics`` attributes to its columns), or, with
 ``--live``, the brokers' remote JMX polled for ``--duration`` seconds through the project's
-``BrokerJmx`` reader (:mod:`connmgr.java.jmx`, as the long run reads it).
+``BrokerJmx`` reader (:mod:`connmgr_evidence.java.jmx`, as the long run reads it).
 
 **A storm**, precisely: at one broker, a maximal run of consecutive readable samples whose
 connection creation rate is at least ``max(--storm-min-rate, --storm-factor x that broker's
@@ -309,7 +309,7 @@ def render(out: dict[str, Any]) -> str:
 
 
 def rows_from_readings(readings: Iterable[Any]) -> list[Row]:
-    """Export rows from :class:`connmgr.java.jmx.BrokerReading` values: one per broker and
+    """Export rows from :class:`connmgr_evidence.java.jmx.BrokerReading` values: one per broker and
     listener (summed over its network processors, as the reader sums them), or one ``up``
     false row for a broker that could not be read or had no socket-server metrics yet."""
     rows: list[Row] = []
@@ -365,8 +365,8 @@ def poll_live(
     ``version``); the readings as export rows."""
     import tempfile
 
-    from connmgr.java.build import build_probe
-    from connmgr.java.jmx import BrokerJmxPoller
+    from connmgr_evidence.java.build import build_probe
+    from connmgr_evidence.java.jmx import BrokerJmxPoller
 
     build = build_probe(version)
     with tempfile.TemporaryDirectory(prefix="connmgr-jmx-") as scratch:
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="connmgr estimate jmx",
         description="Read a broker-side export of connection-count and connection creation "
         "(rate or total) per listener and per broker over time (CSV or JSON; "
-        "docs/estimate-fleet-jmx.md maps the kafka.server:type=socket-server-metrics "
+        "docs/estimate.md maps the kafka.server:type=socket-server-metrics "
         "attributes to its columns), or poll the brokers' remote JMX live, and report each "
         "broker's and the cluster's peak connections, the broker restarts, the connection "
         "storms (a broker's creation rate at or above max(min rate, factor x its median), "

@@ -1,20 +1,23 @@
-"""``estimate logs`` against what really happened: ``python -m connmgr.estimate.validate
+"""``estimate logs`` against what really happened: ``python -m connmgr_evidence.estimate.validate
 --out reports/estimate-logs``.
 
-On a 3-broker real cluster (:class:`~connmgr.realkafka.KafkaCluster`, ``security=True`` so every
-client connection passes through a counting forwarder, :mod:`connmgr.realkafka.delay`), each
+On a 3-broker real cluster (:class:`~connmgr_evidence.realkafka.KafkaCluster`, ``security=True`` so
+every
+client connection passes through a counting forwarder, :mod:`connmgr_evidence.realkafka.delay`),
+each
 client of :data:`CLIENTS` -- kafka-clients 4.4.0 and 4.3.1, a producer, a classic group
 consumer, a KIP-848 (``group.protocol=consumer``) consumer and an admin client -- runs once
-through the Java probe (:func:`connmgr.java.run_probe`) with DEBUG ``NetworkClient`` logging,
+through the Java probe (:func:`connmgr_evidence.java.run_probe`) with DEBUG ``NetworkClient``
+logging,
 one log file each, with ``connections.max.idle.ms`` short (:data:`IDLE_MS`) so that quiet
 connections close while each client keeps working for :data:`SETTLE_MS`. Then
-:func:`connmgr.estimate.logs.estimate` reads the logs, and per client:
+:func:`connmgr_evidence.estimate.logs.estimate` reads the logs, and per client:
 
 * **opened** (the estimate's connections opened, all roles, whole log) must equal the
   connections the forwarders accepted from that client (the ledger outside the client);
 * **held** (the estimate's ``open_at_end`` of the log cut at the end of the kernel sample --
   the probe's ``released_at``) must equal the sockets the kernel showed the JVM holding to the
-  brokers at its steady point (:func:`connmgr.java.kernel_sampler`).
+  brokers at its steady point (:func:`connmgr_evidence.java.kernel_sampler`).
 
 Equality is exact; a difference is reported, and :func:`mismatches` lists it.
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from connmgr import javalog
-from connmgr.estimate.logs import analyse_lines, estimate
+from connmgr_evidence.estimate.logs import analyse_lines, estimate
 
 CLIENTS: Final = (
     ("4.4.0", "producer", None),
@@ -108,8 +111,8 @@ def run(out: Path, clients: tuple[tuple[str, str, str | None], ...] = CLIENTS) -
     """Start a cluster, run ``clients`` (producers first: each writes :data:`RECORDS`
     records, which every consumer then reads, so ``clients`` needs a producer if it has a
     consumer), compare; write ``out``/logs/ (the client logs)."""
-    from connmgr.java import build_probe, kernel_sampler, run_probe
-    from connmgr.realkafka import KafkaCluster
+    from connmgr_evidence.java import build_probe, kernel_sampler, run_probe
+    from connmgr_evidence.realkafka import KafkaCluster
 
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -180,7 +183,8 @@ def write_report(rows: list[Comparison], out: Path) -> None:
     lines = [
         "# `estimate logs` against the real tier",
         "",
-        "Written by `python -m connmgr.estimate.validate --out reports/estimate-logs`: each "
+        "Written by `python -m connmgr_evidence.estimate.validate --out reports/estimate-logs`: "
+        "each "
         "kafka-clients run below went through the Java probe against a 3-broker Kafka "
         "cluster with DEBUG `NetworkClient` logging. **opened** is what `estimate logs` read "
         "from the client's log (bootstrap/coordinator/broker) against the connections the "
@@ -212,7 +216,7 @@ def write_report(rows: list[Comparison], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m connmgr.estimate.validate")
+    p = argparse.ArgumentParser(prog="python -m connmgr_evidence.estimate.validate")
     p.add_argument("--out", type=Path, default=Path("reports/estimate-logs"))
     p.add_argument("--keep-logs", action="store_true", help="keep the client logs under OUT/logs")
     args = p.parse_args(argv)

@@ -3,10 +3,11 @@ stage's draws, simulated under every client model, composed to its count and mea
 broker.
 
 Nothing here is a second model. A class becomes a
-:class:`~connmgr.bench.workloads.classes.WorkloadClass` whose draw is the stage's (its kind,
+:class:`~connmgr_evidence.bench.workloads.classes.WorkloadClass` whose draw is the stage's (its
+kind,
 leaders, coordinator and seed drawn in the stage's order, from ``(seed, class name, index)``);
 :func:`.compose.simulate`, :func:`.compose.replica_starts` and :func:`.compose.fleet_events`
-(of :mod:`connmgr.bench.workloads`) do the rest, and :func:`.compose.load_of` gives the
+(of :mod:`connmgr_evidence.bench.workloads`) do the rest, and :func:`.compose.load_of` gives the
 busiest broker's and the cluster's figures exactly as the stage's report has them. What this
 module adds is the per-broker breakdown (:func:`per_broker`) and the mapping of the
 description's kinds:
@@ -33,10 +34,14 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from connmgr.bench.fleetplan import DURATION_MS, ELECTION_MS
-from connmgr.bench.stages.fleet import ClientSockets
-from connmgr.bench.stages.sweep import SWEEP_TIMINGS
-from connmgr.bench.workloads.classes import (
+from connmgr.core.config import ClientKind
+from connmgr.sim.churn import restart_changes
+from connmgr.sim.clients import ClientTimings
+from connmgr.sim.scenarios import Change, ScenarioSpec
+from connmgr_evidence.bench.fleetplan import DURATION_MS, ELECTION_MS
+from connmgr_evidence.bench.stages.fleet import ClientSockets
+from connmgr_evidence.bench.stages.sweep import SWEEP_TIMINGS
+from connmgr_evidence.bench.workloads.classes import (
     BOTH_KINDS,
     DARK_SOCKET_TIMINGS,
     POLL_INTERVAL_MS,
@@ -53,7 +58,7 @@ from connmgr.bench.workloads.classes import (
     shifted_changes,
     topic_leaders,
 )
-from connmgr.bench.workloads.compose import (
+from connmgr_evidence.bench.workloads.compose import (
     MODEL_NAMED,
     BrokerLoad,
     FleetEvents,
@@ -62,10 +67,6 @@ from connmgr.bench.workloads.compose import (
     replica_starts,
     simulate,
 )
-from connmgr.core.config import ClientKind
-from connmgr.sim.churn import restart_changes
-from connmgr.sim.clients import ClientTimings
-from connmgr.sim.scenarios import Change, ScenarioSpec
 
 from .fleet_spec import ClientClass, FleetSpec
 

@@ -1,5 +1,5 @@
 """Synthetic Java client logs for sizing ``estimate logs``: ``python -m
-connmgr.estimate.synth_logs --clients 10000 --out DIR``.
+connmgr_evidence.estimate.synth_logs --clients 10000 --out DIR``.
 
 Each client gets a file of its own (``client-NNNNN.log``; every tenth gzipped), rendered with
 :mod:`connmgr.javalog`'s line renderers in the layout of Kafka's own log4j config: a producer,
@@ -123,7 +123,7 @@ def write_client(path: Path, index: int, requests: int, seed: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m connmgr.estimate.synth_logs")
+    p = argparse.ArgumentParser(prog="python -m connmgr_evidence.estimate.synth_logs")
     p.add_argument("--clients", type=int, default=100)
     p.add_argument("--requests", type=int, default=300, help="data requests per client")
     p.add_argument("--seed", type=int, default=1)

@@ -5,7 +5,7 @@ driver: a few dozen per class and client model, whatever the fleet's size). What
 the fleet is its expansion -- every client's sockets, dials and handshakes, shifted to its
 start -- and that is what runs on the executors: the templates and start shifts are
 broadcast, and each task expands a range of clients with the stage's own
-:func:`~connmgr.bench.workloads.compose.fleet_events` (numpy), then reduces them to
+:func:`~connmgr_evidence.bench.workloads.compose.fleet_events` (numpy), then reduces them to
 
 * dials per (broker, second of the hour) and handshakes per broker (arrays, summed);
 * socket-seconds (summed);
@@ -15,7 +15,7 @@ broadcast, and each task expands a range of clients with the stage's own
   running count reached within it;
 
 and the driver folds the seconds in order into each broker's peak. The figures are exactly
-:func:`.fleet_model.per_broker`'s and :func:`connmgr.bench.workloads.compose.load_of`'s but
+:func:`.fleet_model.per_broker`'s and :func:`connmgr_evidence.bench.workloads.compose.load_of`'s but
 for ``socket_seconds``, a float sum in another order (equal to about 1e-12 relative).
 """
 
@@ -27,8 +27,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from connmgr.bench.fleetplan import DURATION_MS
-from connmgr.bench.workloads.compose import BrokerLoad
+from connmgr_evidence.bench.fleetplan import DURATION_MS
+from connmgr_evidence.bench.workloads.compose import BrokerLoad
 
 from .fleet_model import BrokerFigures, Groups
 
@@ -42,7 +42,7 @@ BLOCK_MS: Final = 60_000
 def _expand(task: tuple[int, int, int], templates: Any, shifts: Any) -> Iterator[Any]:
     """Clients ``lo..hi`` of group ``g``, reduced (see the module doc): ("try", array),
     ("shake", array), ("secs", float), and ((broker, minute), (times, steps)) per minute."""
-    from connmgr.bench.workloads.compose import fleet_events
+    from connmgr_evidence.bench.workloads.compose import fleet_events
 
     g, lo, hi = task
     lives = templates.value[g]

@@ -1,4 +1,4 @@
-"""``connmgr estimate logs PATH...``: the command line of :mod:`connmgr.estimate.logs`.
+"""``connmgr estimate logs PATH...``: the command line of :mod:`connmgr_evidence.estimate.logs`.
 
 Exit codes: 0 every file was read; 1 some path was missing, binary or unreadable (each named
 on stderr; the others' results are still printed); 2 a usage error.
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connmgr.estimate.logs import ROLES, SPARK_THRESHOLD_BYTES, collect_files, estimate
+from connmgr_evidence.estimate.logs import ROLES, SPARK_THRESHOLD_BYTES, collect_files, estimate
 
 
 def parser() -> argparse.ArgumentParser:
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()),
         )
     except Exception as e:  # Spark could not start: say so, as the user asked for it
-        from connmgr.bench.runtime.spark import SparkUnavailable
+        from connmgr_evidence.bench.runtime.spark import SparkUnavailable
 
         if isinstance(e, SparkUnavailable):
             sys.stderr.write(f"connmgr estimate logs: {e}\n")
