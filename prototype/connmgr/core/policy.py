@@ -46,6 +46,7 @@ from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, ConnectionView
 from connmgr.core.coordinator import CoordinatorTable
 from connmgr.core.decisions import Decision, Dial, DialDecision
+from connmgr.core.derived import Derived
 from connmgr.core.events import (
     AddressesResolved,
     AnyNodeRequestNeeded,
@@ -94,20 +95,23 @@ class Policy(ABC):
     broker requests reads only what :meth:`Derived.changed` follows (metadata, interest,
     coordinators, connection records and their states) and the connections' READY state. A
     subclass whose placement reads anything else (load, time, a random draw) sets False."""
+    derived_type: ClassVar[type[Derived]] = Derived
+    """The derivations' store; tests swap in one that caches nothing
+    (:class:`~connmgr.core.derived.Uncached`) to show the caches change no decision."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         self.config = config
         self.rng = rng
-        self.metadata: ClusterMetadata | None = None
-        self.coordinators = CoordinatorTable()
+        self.derived = self.derived_type()
+        """What the policy's decisions derive from its state, dropped when it changes."""
+        self._metadata: ClusterMetadata | None = None
+        self._interest: frozenset[TopicPartition] | None = None
+        self.coordinators = CoordinatorTable(self.derived.facts_changed)
         """Where each coordinator the client talks to is (group, transaction, ...)."""
-        self.interest: frozenset[TopicPartition] | None = None
-        self._do = Executor(config, self.before_dial, self.__repr__)
+        self._do = Executor(config, self.before_dial, self.__repr__, self.derived)
         self.table = self._do.table
         """The connection records (bookkeeping only: the policy decides, the executor acts)."""
         self.metrics = self._do.metrics
-        self.derived = self._do.derived
-        """What the policy's decisions derive from its state, dropped when it changes."""
         self._book = self._do.book
         self.now_ms = 0.0
         """The time of the event being handled (the last one's, between events)."""
@@ -160,20 +164,17 @@ class Policy(ABC):
             case AnyNodeRequestNeeded(request_id, api):
                 self._submit(Request(request_id, api, ToAnyNode()))
             case CoordinatorRequestNeeded(request_id, api, broker_id, ref):
-                if self.coordinators.place(ref, broker_id) != broker_id:
-                    self.derived.changed(facts=True)
+                self.coordinators.place(ref, broker_id)
                 target = ToCoordinator(broker_id, ref)
                 self._submit(Request(request_id, api, target, self._md_count))
             case CoordinatorLost(ref):
-                if self.coordinators.forget(ref) is not None:
-                    self.derived.changed(facts=True)
+                self.coordinators.forget(ref)
             case MetadataReceived(request_id, metadata):
                 via = self._book.placed.get(request_id)
                 self._do.complete(request_id)
                 old_md, self.metadata = self.metadata, metadata
                 self._md_count += 1
                 self._refresh_asked = False
-                self.derived.changed(facts=True)
                 self._do.carry_out(self.on_metadata(old_md, via))
                 self._book.unqueue_gone_brokers(self.table, metadata)
             case BootstrapRequested(request_id):
@@ -181,13 +182,11 @@ class Policy(ABC):
                 self._do.carry_out(self.on_bootstrap())
             case InterestChanged(partitions):
                 self.interest = partitions
-                self.derived.changed(facts=True)
             case ConnectionEstablished(conn_id, _, address, checks_identity):
                 self._do.established(conn_id, address, checks_identity)
             case IdentityChecked(conn_id, broker_id, answer):
                 if (conn := self._do.known(conn_id)) is not None and conn.checking == broker_id:
                     conn.checking = None
-                    self.derived.changed()
                     self._do.carry_out(self.on_identity_checked(conn, broker_id, answer))
             case AddressesResolved():
                 self._do.carry_out(self.on_addresses_resolved(event))
@@ -260,6 +259,28 @@ class Policy(ABC):
     def next_deadline(self) -> float | None:
         """Hook: the earliest time this policy wants a TimePassed, besides idle expiry."""
         return None
+
+    # --- the facts the client reports ----------------------------------------------------
+
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        """The cluster metadata last received (None before the first)."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, metadata: ClusterMetadata | None) -> None:
+        self._metadata = metadata
+        self.derived.facts_changed()
+
+    @property
+    def interest(self) -> frozenset[TopicPartition] | None:
+        """The partitions the client uses (None: not told, every partition may be)."""
+        return self._interest
+
+    @interest.setter
+    def interest(self, partitions: frozenset[TopicPartition] | None) -> None:
+        self._interest = partitions
+        self.derived.facts_changed()
 
     # --- read-only views -----------------------------------------------------------------
 
