@@ -5,7 +5,8 @@ driver's reports about connections (established, failed, closed by the peer) on 
 connection records, its request book and its metrics, and writes the actions that tell the
 driver (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``CheckIdentity``). It calls no
 invalidation itself: the table and the records it writes through tell the policy's
-derivations of every change (:mod:`connmgr.core.derived`). It decides nothing: which record dials, and whether, comes from the policy's
+derivations of every change (:mod:`connmgr.core.derived`). It decides nothing: which
+record dials, and whether, comes from the policy's
 :meth:`~connmgr.core.policy.Policy.before_dial`, handed to it at construction.
 """
 
