@@ -108,8 +108,10 @@ class ConnectionTable:
     Iteration is in insertion order, and a record re-inserted (after an adoption, a failed
     dial) moves to the end: what a policy's "first ready" and shutdown order see.
 
-    ``on_change`` is called by every writing method, and handed to every record it creates
-    (:class:`Connection`): the one way the policy's derivations learn of a change.
+    ``on_change`` is handed to every record it creates (:class:`Connection`) and called by
+    every writing method, itself or through another writer (``rekey`` and ``failed``
+    through :meth:`forget`, ``retire`` through the record's move): the one way the policy's
+    derivations learn of a change.
     """
 
     __slots__ = ("_by_id", "_by_key", "_by_node", "_failed", "_next_id", "_on_change")
@@ -182,14 +184,12 @@ class ConnectionTable:
         conn.key = new_key
         conn.role = new_key.role
         self._insert(conn)
-        self._on_change()
 
     def failed(self, conn: Connection) -> None:
         """``conn`` (now FAILED) leaves the live maps and holds its key's backoff."""
         self.forget(conn)
         self._by_id[conn.conn_id] = conn
         self._failed[conn.key] = conn
-        self._on_change()
 
     def forget(self, conn: Connection) -> None:
         """``conn`` is no longer live (closed, or about to be re-inserted)."""
@@ -205,7 +205,6 @@ class ConnectionTable:
         """A failed record whose backoff no longer matters goes (CLOSED)."""
         failed.move(Trigger.CLOSE)
         self._by_id.pop(failed.conn_id, None)
-        self._on_change()
 
     def clear_failed(self) -> None:
         self._failed.clear()
