@@ -22,7 +22,7 @@ import asyncio
 import functools
 
 import pytest
-from connmgr.core.connections import Connection
+from connmgr.core.decisions import Placement
 from connmgr.core.events import Api
 from connmgr.core.identity import CoordinatorNode, Purpose
 from connmgr.core.request import Request, ToCoordinator
@@ -113,7 +113,7 @@ class GroupNodeForTxnOffsetCommit(JavaTodayPolicy):
     """java-today as it was: a producer's TxnOffsetCommit on the ``2147483647 - id`` node,
     like the consumer's group requests."""
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         target = request.target
         if request.api is Api.TXN_OFFSET_COMMIT and isinstance(target, ToCoordinator):
             assert self.metadata is not None

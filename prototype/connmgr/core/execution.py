@@ -27,7 +27,12 @@ from connmgr.core.decisions import (
     DialDecision,
     Drain,
     Open,
+    OpenFor,
+    OpenThenPlace,
+    Placement,
+    SendOn,
     StartDial,
+    Wait,
 )
 from connmgr.core.derived import Derived
 from connmgr.core.identity import ConnectionKey
@@ -96,6 +101,19 @@ class Executor:
                     self.out.append(CheckIdentity(conn.conn_id, broker_id, cluster_id))
                 case Open(key):
                     self.get_or_dial(key)
+
+    def take(self, placement: Placement) -> Connection | None:
+        """Carry out ``placement``'s dials: the connection the request goes on, or None if
+        it stays pending (:class:`OpenThenPlace` is the caller's to repeat)."""
+        match placement:
+            case SendOn(conn):
+                return conn
+            case OpenFor(key):
+                return self.get_or_dial(key)
+            case Wait(opening) | OpenThenPlace(opening):
+                for key in opening:
+                    self.get_or_dial(key)
+                return None
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
         """The usable connection for ``key``, or a new record if there is none (dialled now,

@@ -20,9 +20,11 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   adopts or asks, and emits the action that says so.
 
 Theory of operation: a request enters as *pending*. After every event the base class offers
-each pending request to :meth:`place`, which returns a connection (READY: sent now;
-CONNECTING or DEFERRED: queued on it until it is READY) or None (stay pending, try again after
-the next event). When a connection fails or the peer closes it, whatever it held goes back to
+each pending request to :meth:`place`, which decides where it goes
+(:data:`~connmgr.core.decisions.Placement`); the base class carries that out, dialling what
+it names: on a READY connection the request is sent now, on a CONNECTING or DEFERRED one it
+is queued until that is READY, and with no connection it stays pending and is offered again
+after the next event. When a connection fails or the peer closes it, whatever it held goes back to
 pending and is placed again, so no request is ever lost by the policy
 (:mod:`connmgr.core.book`).
 
@@ -45,7 +47,7 @@ from connmgr.core.actions import Action, RefreshMetadata, Reject, RejectReason, 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, ConnectionView
 from connmgr.core.coordinator import CoordinatorTable
-from connmgr.core.decisions import Decision, Dial, DialDecision
+from connmgr.core.decisions import Decision, Dial, DialDecision, OpenThenPlace, Placement
 from connmgr.core.derived import Derived
 from connmgr.core.events import (
     AddressesResolved,
@@ -203,9 +205,10 @@ class Policy(ABC):
     # --- what subclasses decide ----------------------------------------------------------
 
     @abstractmethod
-    def place(self, request: Request) -> Connection | None:
-        """The connection ``request`` goes on, or None to leave it pending until a later
-        event. A policy that wants a connection it has not got asks :meth:`get_or_dial`."""
+    def place(self, request: Request) -> Placement:
+        """Where ``request`` goes (:data:`~connmgr.core.decisions.Placement`): on a
+        connection the policy holds, on a key's connection (opened if there is none), or
+        nowhere yet. It dials nothing: the base class carries the placement out."""
 
     def before_dial(self, conn: Connection) -> DialDecision:
         """Whether the new DEFERRED record ``conn`` dials now (:class:`Dial`) or waits
@@ -289,12 +292,6 @@ class Policy(ABC):
         """Whether the client closed (every connection closed, no request taken)."""
         return self._do.closed
 
-    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        """The usable connection for ``key``, or a new record if there is none (dialled now,
-        or left DEFERRED, as :meth:`before_dial` decides). None while the key is draining
-        (wait for it to close) or backing off after a failed dial."""
-        return self._do.get_or_dial(key)
-
     def connections(self) -> tuple[ConnectionView, ...]:
         """Every connection holding a socket, in dial order."""
         return tuple(
@@ -376,7 +373,11 @@ class Policy(ABC):
                     self._do.out.append(RefreshMetadata())
                 continue
             generation = self.derived.generation
-            conn = self.place(request)
+            placement = self.place(request)
+            while type(placement) is OpenThenPlace:
+                self._do.take(placement)
+                placement = self.place(request)
+            conn = self._do.take(placement)
             if conn is None:
                 book.pending.append(request)
             elif conn.state is ConnState.READY:
