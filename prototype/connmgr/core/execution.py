@@ -149,6 +149,9 @@ class Executor:
     def expire_idle(self) -> None:
         """Close READY connections quiet for ``connections_max_idle_ms`` and not awaiting a
         response (the rule of the Java client and aiokafka alike)."""
+        first = self.idle.first
+        if first is None or first > self.now_ms:
+            return  # nothing due: most events, the hot path's included
         for conn in list(self.idle.expired(self.table, self.now_ms)):
             self.close(conn, CloseReason.IDLE)
 

@@ -141,7 +141,7 @@ class Policy(ABC):
             self._broker_request(event)
         else:
             self._dispatch(event)
-        if not self.closed:
+        if not self._do.closed:
             if self._book.pending:
                 self._pump()
             self._do.expire_idle()
@@ -398,11 +398,15 @@ class Policy(ABC):
         # for them again would loop.
         now = self.now_ms
         at: float | None = None
-        if not self.closed:
+        if not self._do.closed:
             first = self._do.idle.first
             if first is not None and first > now:
                 at = first
-            for deadline in (self.next_deadline(), self._do.retry_deadline()):
+            deadline = self.next_deadline()
+            if deadline is not None and deadline > now and (at is None or deadline < at):
+                at = deadline
+            if self._book.pending:  # a retry deadline matters only to a waiting request
+                deadline = self._do.retry_deadline()
                 if deadline is not None and deadline > now and (at is None or deadline < at):
                     at = deadline
         if at is None:

@@ -182,12 +182,18 @@ class ProposedPolicy(Policy):
         """Rule (g) when something changed or a linger ran out, then rule (i)'s deferred
         dials; rule (i) alone otherwise (a deferred dial waits for a quiet socket, and
         sockets go quiet on responses, which are no change: look every time one waits)."""
+        # Not a generator itself: after most events (a request on a warm connection, its
+        # response) there is nothing to review, and a generator would be built for nothing.
         if self.prompt_close.due() or not self.derived.done("review"):
-            yield from self.prompt_close.review()
-            yield from self.budget.dial_deferred()
-            self.derived.mark("review")
-        elif self.budget.waiting:
-            yield from self.budget.dial_deferred()
+            return self._review_all()
+        if self.budget.waiting:
+            return self.budget.dial_deferred()
+        return iter(())
+
+    def _review_all(self) -> Iterator[Decision]:
+        yield from self.prompt_close.review()
+        yield from self.budget.dial_deferred()
+        self.derived.mark("review")
 
     def next_deadline(self) -> float | None:
         return self.prompt_close.next_deadline()
