@@ -38,8 +38,8 @@ OWN_ALLOWED = ("connmgr.core", "connmgr.policies", "connmgr.errors")
 or aiokafka through a side door."""
 PACKAGE = Path(connmgr.__file__).parent
 SANS_IO = sorted([*(PACKAGE / "core").rglob("*.py"), *(PACKAGE / "policies").rglob("*.py")])
-SANS_IO_MODULES = 35
-"""core/ (21), policies/ (7) and policies/proposed/ (7): a module added, moved or no longer
+SANS_IO_MODULES = 36
+"""core/ (22), policies/ (7) and policies/proposed/ (7): a module added, moved or no longer
 found changes the count, and whoever changes it sees that the guard covers it."""
 
 

@@ -226,7 +226,8 @@ def test_the_policy_derives_through_its_derived_type() -> None:
 INVALIDATORS = {
     "core/connections.py",  # the records and their table
     "core/coordinator.py",  # the coordinators
-    "core/policy.py",  # the metadata and interest setters; hands facts_changed on
+    "core/facts.py",  # the metadata and interest setters
+    "core/policy.py",  # hands facts_changed to the coordinators' table
     "core/execution.py",  # hands Derived.changed to the table it builds, calls none
 }
 """The modules that name :meth:`Derived.changed` or ``facts_changed``."""

@@ -12,7 +12,7 @@ changes only through writers that call :meth:`Derived.changed` (or
   <connmgr.core.connections.Connection.move>`, :attr:`Connection.checking
   <connmgr.core.connections.Connection.checking>`;
 * the records' table: every writing method of :class:`~connmgr.core.connections.ConnectionTable`;
-* the facts: the policy's ``metadata`` and ``interest`` setters and the
+* the facts: the ``metadata`` and ``interest`` setters (:mod:`connmgr.core.facts`) and the
   :class:`~connmgr.core.coordinator.CoordinatorTable`'s ``place`` and ``forget``.
 
 tests/test_derived_wiring.py holds each writer to it, and tests/test_hot_path.py runs every

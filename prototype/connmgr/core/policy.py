@@ -72,15 +72,16 @@ from connmgr.core.events import (
     TimePassed,
 )
 from connmgr.core.execution import Executor
+from connmgr.core.facts import ClientFacts
 from connmgr.core.identity import ConnectionKey
-from connmgr.core.metadata import ClusterMetadata, TopicPartition
+from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import SOCKET_STATES, ConnState
 from connmgr.errors import PolicyMisuse
 
 
-class Policy(ABC):
+class Policy(ClientFacts, ABC):
     """One connection-management policy. Subclasses implement :meth:`place` and may override
     :meth:`before_dial`, the ``on_*`` hooks and :meth:`review`."""
 
@@ -106,8 +107,8 @@ class Policy(ABC):
         self.rng = rng
         self.derived = self.derived_type()
         """What the policy's decisions derive from its state, dropped when it changes."""
-        self._metadata: ClusterMetadata | None = None
-        self._interest: frozenset[TopicPartition] | None = None
+        self._metadata = None
+        self._interest = None
         self.coordinators = CoordinatorTable(self.derived.facts_changed)
         """Where each coordinator the client talks to is (group, transaction, ...)."""
         self._do = Executor(config, self.before_dial, self.__repr__, self.derived)
@@ -262,28 +263,6 @@ class Policy(ABC):
     def next_deadline(self) -> float | None:
         """Hook: the earliest time this policy wants a TimePassed, besides idle expiry."""
         return None
-
-    # --- the facts the client reports ----------------------------------------------------
-
-    @property
-    def metadata(self) -> ClusterMetadata | None:
-        """The cluster metadata last received (None before the first)."""
-        return self._metadata
-
-    @metadata.setter
-    def metadata(self, metadata: ClusterMetadata | None) -> None:
-        self._metadata = metadata
-        self.derived.facts_changed()
-
-    @property
-    def interest(self) -> frozenset[TopicPartition] | None:
-        """The partitions the client uses (None: not told, every partition may be)."""
-        return self._interest
-
-    @interest.setter
-    def interest(self, partitions: frozenset[TopicPartition] | None) -> None:
-        self._interest = partitions
-        self.derived.facts_changed()
 
     # --- read-only views -----------------------------------------------------------------
 
