@@ -232,20 +232,20 @@ class IdleTimers:
     aiokafka alike -- quiet for ``idle_ms`` and not awaiting a response. A min-heap of
     (due time, connection id), checked lazily: an entry found early is pushed back."""
 
-    __slots__ = ("_heap", "idle_ms")
+    __slots__ = ("_heap", "first", "idle_ms")
 
     def __init__(self, idle_ms: float | None) -> None:
         self.idle_ms = idle_ms
         self._heap: list[tuple[float, int]] = []
+        self.first: float | None = None
+        """The earliest due time, None with nothing timed: read after every event, so a
+        plain attribute, set wherever the heap changes."""
 
     def start(self, conn_id: int, now_ms: float) -> None:
         """``conn_id`` became READY at ``now_ms`` (nothing is timed with idle expiry off)."""
         if self.idle_ms is not None:
             heapq.heappush(self._heap, (now_ms + self.idle_ms, conn_id))
-
-    @property
-    def first(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+            self.first = self._heap[0][0]
 
     def expired(self, table: ConnectionTable, now_ms: float) -> Iterator[Connection]:
         """The READY connections of ``table`` idle since ``now_ms - idle_ms`` (to close)."""
@@ -260,4 +260,6 @@ class IdleTimers:
             elif conn.last_used_ms + idle > now_ms:
                 heapq.heappush(heap, (conn.last_used_ms + idle, conn_id))
             else:
+                self.first = heap[0][0] if heap else None
                 yield conn
+        self.first = heap[0][0] if heap else None

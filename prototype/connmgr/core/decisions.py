@@ -23,6 +23,7 @@ dials nothing itself: the base class carries the placement out.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from connmgr.core.actions import CloseReason
@@ -143,6 +144,10 @@ Placement = SendOn | OpenFor | Wait | OpenThenPlace
 
 WAIT = Wait()
 """The request stays pending, nothing opened."""
+
+NO_DECISIONS: Iterator[Decision] = iter(())
+"""A hook's answer when it decides nothing (an exhausted iterator, so one serves every
+call): the base class skips carrying it out."""
 
 
 def retire(conn: Connection, reason: CloseReason) -> Drain | CloseNow | None:

@@ -20,20 +20,18 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   adopts or asks, and emits the action that says so.
 
 Theory of operation: a request enters as *pending*. After every event the base class offers
-each pending request to :meth:`place`, which decides where it goes
-(:data:`~connmgr.core.decisions.Placement`); the base class carries that out, dialling what
-it names: on a READY connection the request is sent now, on a CONNECTING or DEFERRED one it
-is queued until that is READY, and with no connection it stays pending and is offered again
-after the next event. When a connection fails or the peer closes it, whatever it held goes back to
-pending and is placed again, so no request is ever lost by the policy
-(:mod:`connmgr.core.book`).
+each pending request to :meth:`place`, which decides where it goes (a
+:data:`~connmgr.core.decisions.Placement`) and dials nothing; the base dials what it names. A
+request on a READY connection is sent now, on a CONNECTING or DEFERRED one queued until it is
+READY; with none it stays pending until the next event. When a connection fails or the peer
+closes it, what it held goes back to pending and is placed again: no request is ever lost by
+the policy (:mod:`connmgr.core.book`).
 
 The hot path. When :meth:`place` puts a broker request on a READY connection without changing
 anything, the base class remembers that route (:attr:`Derived.routes`); the next request for
 the same broker, with nothing else pending, is sent on it while nothing changed and the
-connection is READY, skipping only a ``place`` whose answer cannot have changed (see
-:attr:`Policy.stable_broker_routes`; tests/test_hot_path.py compares every scenario with the
-hot path off).
+connection is READY (see :attr:`Policy.stable_broker_routes`; tests/test_hot_path.py compares
+every scenario with the hot path and the caches off).
 """
 
 from __future__ import annotations
@@ -47,7 +45,14 @@ from connmgr.core.actions import Action, RefreshMetadata, Reject, RejectReason, 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, ConnectionView
 from connmgr.core.coordinator import CoordinatorTable
-from connmgr.core.decisions import Decision, Dial, DialDecision, OpenThenPlace, Placement
+from connmgr.core.decisions import (
+    NO_DECISIONS,
+    Decision,
+    Dial,
+    DialDecision,
+    OpenThenPlace,
+    Placement,
+)
 from connmgr.core.derived import Derived
 from connmgr.core.events import (
     AddressesResolved,
@@ -99,8 +104,7 @@ class Policy(ClientFacts, ABC):
     coordinators, connection records and their states) and the connections' READY state. A
     subclass whose placement reads anything else (load, time, a random draw) sets False."""
     derived_type: ClassVar[type[Derived]] = Derived
-    """The derivations' store; tests swap in one that caches nothing
-    (:class:`~connmgr.core.derived.Uncached`) to show the caches change no decision."""
+    """The derivations' store (tests use :class:`~connmgr.core.derived.Uncached`)."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         self.config = config
@@ -146,7 +150,9 @@ class Policy(ClientFacts, ABC):
             if self._book.pending:
                 self._pump()
             self._do.expire_idle()
-            self._do.carry_out(self.review())
+            decisions = self.review()
+            if decisions is not NO_DECISIONS:  # most events: skip the loop over nothing
+                self._do.carry_out(decisions)
             if self._book.pending:
                 self._pump()
         self._schedule_wake()
@@ -249,8 +255,9 @@ class Policy(ClientFacts, ABC):
 
     def review(self) -> Iterator[Decision]:
         """Hook run after every event, once idle connections have expired: what to close or
-        dial now that is not a reaction to one event (timers, connections no longer wanted)."""
-        return iter(())
+        dial now that is not a reaction to one event (timers, connections no longer wanted).
+        :data:`~connmgr.core.decisions.NO_DECISIONS` when there is nothing to decide."""
+        return NO_DECISIONS
 
     def needed_connections(self) -> frozenset[int] | None:
         """Ids of the READY connections this policy keeps open now because something needs
@@ -320,7 +327,7 @@ class Policy(ClientFacts, ABC):
             route is not None
             and route[0].state is ConnState.READY
             and not self._book.pending
-            and not self.closed
+            and not self._do.closed
         ):
             conn, target = route
             if event.request_id in self._book.placed:
@@ -381,11 +388,8 @@ class Policy(ClientFacts, ABC):
             first = self._do.idle.first
             if first is not None and first > now:
                 at = first
-            deadline = self.next_deadline()
-            if deadline is not None and deadline > now and (at is None or deadline < at):
-                at = deadline
-            if self._book.pending:  # a retry deadline matters only to a waiting request
-                deadline = self._do.retry_deadline()
+            retry = self._do.retry_deadline() if self._book.pending else None  # none waits
+            for deadline in (self.next_deadline(), retry):
                 if deadline is not None and deadline > now and (at is None or deadline < at):
                     at = deadline
         if at is None:

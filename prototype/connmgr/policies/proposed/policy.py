@@ -10,6 +10,7 @@ from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, first_ready
 from connmgr.core.decisions import (
+    NO_DECISIONS,
     WAIT,
     CloseNow,
     Decision,
@@ -188,7 +189,7 @@ class ProposedPolicy(Policy):
             return self._review_all()
         if self.budget.waiting:
             return self.budget.dial_deferred()
-        return iter(())
+        return NO_DECISIONS
 
     def _review_all(self) -> Iterator[Decision]:
         yield from self.prompt_close.review()
