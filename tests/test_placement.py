@@ -76,3 +76,20 @@ def test_no_policy_module_dials() -> None:
         if isinstance(node, ast.Attribute) and node.attr in ("get_or_dial", "_do", "take")
     )
     assert dialling == []
+
+
+def test_no_placement_is_dropped() -> None:
+    """A placement computed and thrown away is a dial that no longer happens (the dial used
+    to be a side effect of asking): every call of ``place`` or ``connection_for`` in a policy
+    module is used."""
+    package = Path(connmgr.__file__).parent
+    dropped = sorted(
+        f"{path.relative_to(package)}:{node.lineno}"
+        for path in (package / "policies").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr in ("place", "connection_for", "_poll_loop", "_telemetry_detour")
+    )
+    assert dropped == []

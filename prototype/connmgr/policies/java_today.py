@@ -222,13 +222,14 @@ class JavaTodayPolicy(Policy):
         if may_send and conn is not None and conn.state is ConnState.READY:
             self._looping.pop(request.request_id, None)
             return SendOn(conn)
+        detour: tuple[ConnectionKey, ...] = ()
         if recorded and may_send and existed:
-            self._telemetry_detour()  # a turn after the one that dialled its own node
+            detour = self._telemetry_detour()  # a turn after the one that dialled its own node
         # With no node to pick (all in reconnect backoff) the real loop blocks in poll until
         # one is; so does this one: it re-picks at the next event rather than spinning.
         self._looping[request.request_id] = self.now_ms if choice is not None else -math.inf
         if choice is None or existed:
-            return WAIT
+            return Wait(detour)
         # The loop dials its pick (never READY at once) and sends once it is.
         return Wait((ConnectionKey(choice[1], choice[0], Purpose.DATA),))
 
@@ -249,8 +250,9 @@ class JavaTodayPolicy(Policy):
             return known
         return known if self.table.live_for_node(known[0], Purpose.DATA) is not None else None
 
-    def _telemetry_detour(self) -> None:
-        """The telemetry sender's loop while its recorded node cannot take the request yet.
+    def _telemetry_detour(self) -> tuple[ConnectionKey, ...]:
+        """The telemetry sender's loop while its recorded node cannot take the request yet:
+        the dial it makes meanwhile, if any.
 
         The real loop asks ``leastLoadedNode`` again on every turn; when its node is not
         sendable (still in its ApiVersions handshake, or writing another request) and no other
@@ -273,25 +275,25 @@ class JavaTodayPolicy(Policy):
         if at < len(replay) and replay[at] != telemetry:
             own, detour = self._known_node(telemetry), self._known_node(replay[at])
             if own is None or detour is None or self.metadata is not None:
-                return
+                return ()
             if not isinstance(own[0], BootstrapNode) or not isinstance(detour[0], BootstrapNode):
-                return
+                return ()
             conn = self.table.live_for_node(own[0], Purpose.DATA)
             if conn is None or conn.state is ConnState.READY:
-                return
+                return ()
             if self.table.live_for_node(detour[0], Purpose.DATA) is None:
                 self._replayed += 1
-                self.connection_for(*detour, Purpose.DATA)
-            return
+                return (ConnectionKey(detour[1], detour[0], Purpose.DATA),)
+            return ()
         if at + 1 >= len(replay) or replay[at] != telemetry:
-            return
+            return ()
         own, detour = self._known_node(replay[at]), self._known_node(replay[at + 1])
         if own is None or self.table.live_for_node(own[0], Purpose.DATA) is None:
-            return  # not this loop's dial (yet)
+            return ()  # not this loop's dial (yet)
         if detour is None or self.table.live_for_node(detour[0], Purpose.DATA) is not None:
-            return
+            return ()
         self._replayed += 2
-        self.connection_for(*detour, Purpose.DATA)
+        return (ConnectionKey(detour[1], detour[0], Purpose.DATA),)
 
     def _recorded_lookup(self, request: Request) -> Connection | None:
         """The connection a recorded FindCoordinator went on, if the model holds one (READY,
