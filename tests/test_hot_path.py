@@ -1,7 +1,9 @@
 """The hot path (a broker request on a remembered READY route, see :mod:`connmgr.core.policy`)
-changes no decision: every policy, on every scenario, gives the same run with the hot path
-as with it switched off (``stable_broker_routes = False`` sends every request through
-``place``), connection by connection and request by request."""
+and the derivation caches (:mod:`connmgr.core.derived`) change no decision: every policy, on
+every scenario, gives the same run with both as with both switched off
+(``stable_broker_routes = False`` sends every request through ``place``; :class:`Uncached`
+computes every derivation afresh and redoes every piece of work marked done), connection by
+connection and request by request. A writer that forgot to drop the caches shows here."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 
 from connmgr.core.actions import Lease
+from connmgr.core.derived import Uncached
 from connmgr.core.events import Api, BrokerRequestNeeded, ResponseReceived
 from connmgr.core.policy import Policy
 from connmgr.errors import PolicyMisuse
@@ -21,9 +24,13 @@ from connmgr.sim.run import build_simulator, prepare
 
 @functools.cache
 def without_hot_path(name: str) -> type[Policy]:
-    """Policy ``name`` with every broker request placed by ``place``."""
+    """Policy ``name`` with every broker request placed by ``place`` and nothing cached."""
     base = policy_class(name)
-    return type(f"{base.__name__}WithoutHotPath", (base,), {"stable_broker_routes": False})
+    return type(
+        f"{base.__name__}WithoutHotPath",
+        (base,),
+        {"stable_broker_routes": False, "derived_type": Uncached},
+    )
 
 
 def comparable(policy: str | type[Policy], scenario: str) -> dict[str, Any]:

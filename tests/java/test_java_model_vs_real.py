@@ -23,7 +23,7 @@ import functools
 
 import pytest
 
-from connmgr.core.connections import Connection
+from connmgr.core.decisions import Placement
 from connmgr.core.events import Api
 from connmgr.core.identity import CoordinatorNode, Purpose
 from connmgr.core.request import Request, ToCoordinator
@@ -114,7 +114,7 @@ class GroupNodeForTxnOffsetCommit(JavaTodayPolicy):
     """java-today as it was: a producer's TxnOffsetCommit on the ``2147483647 - id`` node,
     like the consumer's group requests."""
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         target = request.target
         if request.api is Api.TXN_OFFSET_COMMIT and isinstance(target, ToCoordinator):
             assert self.metadata is not None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from connmgr.core.actions import CloseReason
@@ -17,12 +17,17 @@ from connmgr.errors import PolicyMisuse
 class Connection:
     """A policy's record of one socket (or of one wanted socket, while DEFERRED).
 
-    Mutable and private to the policy; drivers see :class:`ConnectionView` values.
+    Mutable and private to the policy; drivers see :class:`ConnectionView` values. What a
+    policy's decisions may derive from -- its state (:meth:`move`) and the identity check in
+    flight (:attr:`checking`) -- changes only through writers that call ``on_change``, so a
+    change cannot leave a stale derivation behind (:mod:`connmgr.core.derived`). Its load
+    (``in_flight``, ``waiting``, ``last_used_ms``) is no such change: nothing derived reads it.
     """
 
     __slots__ = (
+        "_checking",
+        "_on_change",
         "address",
-        "checking",
         "checks_identity",
         "conn_id",
         "drain_reason",
@@ -38,7 +43,10 @@ class Connection:
         "waiting",
     )
 
-    def __init__(self, conn_id: int, key: ConnectionKey, now_ms: float) -> None:
+    def __init__(
+        self, conn_id: int, key: ConnectionKey, now_ms: float, on_change: Callable[[], None]
+    ) -> None:
+        self._on_change = on_change
         self.conn_id = conn_id
         self.key = key
         self.role = key.role
@@ -50,8 +58,7 @@ class Connection:
         self.unneeded_since_ms: float | None = None
         self.checks_identity = False
         """The broker answers KIP-1242's identity check on this connection."""
-        self.checking: int | None = None
-        """The broker id an identity check in flight on this connection asks about."""
+        self._checking: int | None = None
         self.address: str | None = None
         """The resolved address the socket reached, if the driver said (see
         :class:`~connmgr.core.events.AddressesResolved`)."""
@@ -63,8 +70,20 @@ class Connection:
     def busy(self) -> bool:
         return bool(self.in_flight or self.waiting)
 
+    @property
+    def checking(self) -> int | None:
+        """The broker id an identity check in flight on this connection asks about."""
+        return self._checking
+
+    @checking.setter
+    def checking(self, broker_id: int | None) -> None:
+        self._checking = broker_id
+        self._on_change()
+
     def move(self, trigger: Trigger) -> None:
+        """Take ``trigger`` (:func:`~connmgr.core.state.next_state`); a change of state."""
         self.state = next_state(self.state, trigger)
+        self._on_change()
 
     def __repr__(self) -> str:
         return f"<conn {self.conn_id} {self.key} {self.state.value} inflight={len(self.in_flight)}>"
@@ -88,11 +107,17 @@ class ConnectionTable:
 
     Iteration is in insertion order, and a record re-inserted (after an adoption, a failed
     dial) moves to the end: what a policy's "first ready" and shutdown order see.
+
+    ``on_change`` is handed to every record it creates (:class:`Connection`) and called by
+    every writing method, itself or through another writer (``rekey`` and ``failed``
+    through :meth:`forget`, ``retire`` through the record's move): the one way the policy's
+    derivations learn of a change.
     """
 
-    __slots__ = ("_by_id", "_by_key", "_by_node", "_failed", "_next_id")
+    __slots__ = ("_by_id", "_by_key", "_by_node", "_failed", "_next_id", "_on_change")
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self._on_change = on_change
         self._by_id: dict[int, Connection] = {}
         self._by_key: dict[ConnectionKey, Connection] = {}
         self._by_node: dict[tuple[NodeIdentity, Purpose], Connection] = {}
@@ -141,13 +166,14 @@ class ConnectionTable:
         failure count of a failed record for the key, which is retired."""
         if key in self._by_key:
             raise PolicyMisuse(f"a live connection for {key} already exists")
-        conn = Connection(self._next_id, key, now_ms)
+        conn = Connection(self._next_id, key, now_ms, self._on_change)
         self._next_id += 1
         previous = self._failed.pop(key, None)
         if previous is not None:
             conn.failures = previous.failures
             self.retire(previous)
         self._insert(conn)
+        self._on_change()
         return conn
 
     def rekey(self, conn: Connection, new_key: ConnectionKey) -> None:
@@ -173,6 +199,7 @@ class ConnectionTable:
         node_key = (conn.key.node, conn.key.purpose)
         if self._by_node.get(node_key) is conn:
             del self._by_node[node_key]
+        self._on_change()
 
     def retire(self, failed: Connection) -> None:
         """A failed record whose backoff no longer matters goes (CLOSED)."""
@@ -181,6 +208,7 @@ class ConnectionTable:
 
     def clear_failed(self) -> None:
         self._failed.clear()
+        self._on_change()
 
     def _insert(self, conn: Connection) -> None:
         self._by_id[conn.conn_id] = conn
@@ -204,20 +232,20 @@ class IdleTimers:
     aiokafka alike -- quiet for ``idle_ms`` and not awaiting a response. A min-heap of
     (due time, connection id), checked lazily: an entry found early is pushed back."""
 
-    __slots__ = ("_heap", "idle_ms")
+    __slots__ = ("_heap", "first", "idle_ms")
 
     def __init__(self, idle_ms: float | None) -> None:
         self.idle_ms = idle_ms
         self._heap: list[tuple[float, int]] = []
+        self.first: float | None = None
+        """The earliest due time, None with nothing timed: read after every event, so a
+        plain attribute, set wherever the heap changes."""
 
     def start(self, conn_id: int, now_ms: float) -> None:
         """``conn_id`` became READY at ``now_ms`` (nothing is timed with idle expiry off)."""
         if self.idle_ms is not None:
             heapq.heappush(self._heap, (now_ms + self.idle_ms, conn_id))
-
-    @property
-    def first(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+            self.first = self._heap[0][0]
 
     def expired(self, table: ConnectionTable, now_ms: float) -> Iterator[Connection]:
         """The READY connections of ``table`` idle since ``now_ms - idle_ms`` (to close)."""
@@ -232,4 +260,6 @@ class IdleTimers:
             elif conn.last_used_ms + idle > now_ms:
                 heapq.heappush(heap, (conn.last_used_ms + idle, conn_id))
             else:
+                self.first = heap[0][0] if heap else None
                 yield conn
+        self.first = heap[0][0] if heap else None

@@ -14,7 +14,7 @@ in the order they were learned.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from connmgr.core.api import Api
@@ -89,24 +89,31 @@ def coordinator_kind(api: Api) -> CoordinatorKind | None:
 
 
 class CoordinatorTable:
-    """Where each known coordinator is: ``ref -> broker id``. Mutable, owned by a policy."""
+    """Where each known coordinator is: ``ref -> broker id``. Mutable, owned by a policy,
+    which derives from it: ``on_change`` is called whenever a placement changes."""
 
-    __slots__ = ("_at",)
+    __slots__ = ("_at", "_on_change")
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[], None]) -> None:
         self._at: dict[CoordinatorRef, int] = {}
+        self._on_change = on_change
 
     def place(self, ref: CoordinatorRef, broker_id: int) -> int | None:
         """Record that ``ref`` is on ``broker_id``; returns where it was before (None: new),
         or ``broker_id`` itself when nothing changed."""
         old = self._at.get(ref)
-        self._at[ref] = broker_id
+        if old != broker_id:
+            self._at[ref] = broker_id
+            self._on_change()
         return old
 
     def forget(self, ref: CoordinatorRef) -> int | None:
         """``ref``'s placement is no longer valid (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
         a new lookup); returns the broker it was on."""
-        return self._at.pop(ref, None)
+        old = self._at.pop(ref, None)
+        if old is not None:
+            self._on_change()
+        return old
 
     def broker_of(self, ref: CoordinatorRef) -> int | None:
         return self._at.get(ref)

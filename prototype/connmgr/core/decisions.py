@@ -13,10 +13,17 @@ table, an adopted one has its new key).
 :meth:`Policy.before_dial <connmgr.core.policy.Policy.before_dial>` answers one question for
 a new connection record: :class:`Dial` it now or :class:`Defer` it, each after closing the
 connections it names.
+
+:meth:`Policy.place <connmgr.core.policy.Policy.place>` answers where one request goes, as a
+:data:`Placement`: :class:`SendOn` a connection the policy holds, :class:`OpenFor` a key
+(its live connection, else a new one), :class:`Wait` (pending until a later event, with the
+dials a poll loop makes meanwhile), or :class:`OpenThenPlace` (dial, then ask again). ``place``
+dials nothing itself: the base class carries the placement out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from connmgr.core.actions import CloseReason
@@ -96,6 +103,51 @@ class Defer:
 
 DialDecision = Dial | Defer
 """The answer of :meth:`Policy.before_dial`."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SendOn:
+    """The request goes on ``conn``: sent now if READY, queued on it while CONNECTING or
+    DEFERRED (any other state is a policy's mistake)."""
+
+    conn: Connection
+
+
+@dataclass(frozen=True, slots=True)
+class OpenFor:
+    """The request goes on the connection for ``key``: the live one, else a new record,
+    dialled or deferred as :meth:`Policy.before_dial` says. It stays pending while the
+    key's connection drains or its reconnect backoff runs."""
+
+    key: ConnectionKey
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The request stays pending until a later event; the connections for ``opening`` are
+    opened meanwhile, as :class:`OpenFor` opens one (a poll loop that dials its pick and
+    sends once it is READY)."""
+
+    opening: tuple[ConnectionKey, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenThenPlace:
+    """Open the connections for ``opening`` first, then offer the request to ``place``
+    again, which sees them (a client whose pick depends on a dial it just made)."""
+
+    opening: tuple[ConnectionKey, ...]
+
+
+Placement = SendOn | OpenFor | Wait | OpenThenPlace
+"""The answer of :meth:`Policy.place <connmgr.core.policy.Policy.place>`."""
+
+WAIT = Wait()
+"""The request stays pending, nothing opened."""
+
+NO_DECISIONS: Iterator[Decision] = iter(())
+"""A hook's answer when it decides nothing (an exhausted iterator, so one serves every
+call): the base class skips carrying it out."""
 
 
 def retire(conn: Connection, reason: CloseReason) -> Drain | CloseNow | None:

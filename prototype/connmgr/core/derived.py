@@ -3,8 +3,20 @@
 A policy's decisions read the same derivations many times between two changes (the leaders
 in use, which brokers a coordinator needs, the connections a role keeps, the hot path's
 routes); :class:`Derived` holds them and drops them when what they derive from changes.
-There is one way to drop them, :meth:`Derived.changed`, which the policy base class calls
-whenever it changes a connection record or a fact; nothing else keeps a version number.
+
+Invalidation cannot be forgotten because no caller places it: what a derivation may read
+changes only through writers that call :meth:`Derived.changed` (or
+:meth:`~Derived.facts_changed`) themselves --
+
+* a connection record's state and identity check: :meth:`Connection.move
+  <connmgr.core.connections.Connection.move>`, :attr:`Connection.checking
+  <connmgr.core.connections.Connection.checking>`;
+* the records' table: every writing method of :class:`~connmgr.core.connections.ConnectionTable`;
+* the facts: the ``metadata`` and ``interest`` setters (:mod:`connmgr.core.facts`) and the
+  :class:`~connmgr.core.coordinator.CoordinatorTable`'s ``place`` and ``forget``.
+
+tests/test_derived_wiring.py holds each writer to it, and tests/test_hot_path.py runs every
+scenario with :class:`Uncached` (nothing kept) against the cached policy.
 """
 
 from __future__ import annotations
@@ -51,6 +63,11 @@ class Derived:
         if facts:
             self._facts.clear()
 
+    def facts_changed(self) -> None:
+        """The metadata, the interest or a coordinator changed: :meth:`changed` with
+        ``facts``."""
+        self.changed(facts=True)
+
     def of_facts(self, name: str, compute: Callable[[], T]) -> T:
         """The value ``name``, from ``compute()`` once per set of facts."""
         try:
@@ -74,3 +91,23 @@ class Derived:
 
     def mark(self, name: str) -> None:
         self._marks.add(name)
+
+
+class Uncached(Derived):
+    """Derivations computed afresh at every read, no piece of work ever marked done: a
+    policy with these (and ``stable_broker_routes`` off) takes every decision from its
+    state as it is. Differential tests run it against the cached policy."""
+
+    __slots__ = ()
+
+    def of_facts(self, name: str, compute: Callable[[], T]) -> T:
+        return compute()
+
+    def of_state(self, name: str, compute: Callable[[], T]) -> T:
+        return compute()
+
+    def done(self, name: str) -> bool:
+        return False
+
+    def mark(self, name: str) -> None:
+        pass

@@ -3,9 +3,10 @@
 :class:`Executor` carries out a policy's decisions (:mod:`connmgr.core.decisions`) and the
 driver's reports about connections (established, failed, closed by the peer) on the policy's
 connection records, its request book and its metrics, and writes the actions that tell the
-driver (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``CheckIdentity``). Every change it
-makes to a record drops what was derived from the records (:meth:`Derived.changed`). It
-decides nothing: which record dials, and whether, comes from the policy's
+driver (``Connect``, ``Lease``, ``Close``, ``Adopt``, ``CheckIdentity``). It calls no
+invalidation itself: the table and the records it writes through tell the policy's
+derivations of every change (:mod:`connmgr.core.derived`). It decides nothing: which
+record dials, and whether, comes from the policy's
 :meth:`~connmgr.core.policy.Policy.before_dial`, handed to it at construction.
 """
 
@@ -26,7 +27,12 @@ from connmgr.core.decisions import (
     DialDecision,
     Drain,
     Open,
+    OpenFor,
+    OpenThenPlace,
+    Placement,
+    SendOn,
     StartDial,
+    Wait,
 )
 from connmgr.core.derived import Derived
 from connmgr.core.identity import ConnectionKey
@@ -48,12 +54,13 @@ class Executor:
         config: PolicyConfig,
         before_dial: Callable[[Connection], DialDecision],
         describe: Callable[[], str],
+        derived: Derived,
     ) -> None:
         self.config = config
-        self.table = ConnectionTable()
+        self.derived = derived
+        self.table = ConnectionTable(derived.changed)
         self.book = RequestBook()
         self.metrics = Metrics()
-        self.derived = Derived()
         self.idle = IdleTimers(config.idle_expiry_ms)
         self.now_ms = 0.0
         self.out: list[Action] = []
@@ -68,7 +75,6 @@ class Executor:
             match decision:
                 case StartDial(conn):
                     conn.move(Trigger.DIAL)
-                    self.derived.changed()
                     conn.opened_ms = conn.last_used_ms = self.now_ms
                     self.metrics.on_dial(conn.role)
                     self.out.append(Connect(conn.conn_id, conn.key))
@@ -87,16 +93,27 @@ class Executor:
                             f"cannot adopt {old_key} as {new_key}: already live "
                             f"({self._describe()})"
                         )
-                    self.derived.changed()
                     self.table.rekey(conn, new_key)
                     self.metrics.on_role_change(old_key.role, new_key.role)
                     self.out.append(Adopt(conn.conn_id, old_key, new_key))
                 case AskIdentity(conn, broker_id, cluster_id):
                     conn.checking = broker_id
-                    self.derived.changed()
                     self.out.append(CheckIdentity(conn.conn_id, broker_id, cluster_id))
                 case Open(key):
                     self.get_or_dial(key)
+
+    def take(self, placement: Placement) -> Connection | None:
+        """Carry out ``placement``'s dials: the connection the request goes on, or None if
+        it stays pending (:class:`OpenThenPlace` is the caller's to repeat)."""
+        match placement:
+            case SendOn(conn):
+                return conn
+            case OpenFor(key):
+                return self.get_or_dial(key)
+            case Wait(opening) | OpenThenPlace(opening):
+                for key in opening:
+                    self.get_or_dial(key)
+                return None
 
     def get_or_dial(self, key: ConnectionKey) -> Connection | None:
         """The usable connection for ``key``, or a new record if there is none (dialled now,
@@ -108,7 +125,6 @@ class Executor:
         if self.table.in_backoff(key, self.now_ms):
             return None
         conn = self.table.create(key, self.now_ms)
-        self.derived.changed()
         decision = self._before_dial(conn)
         self.carry_out(decision.closing)
         if isinstance(decision, Dial):
@@ -133,6 +149,9 @@ class Executor:
     def expire_idle(self) -> None:
         """Close READY connections quiet for ``connections_max_idle_ms`` and not awaiting a
         response (the rule of the Java client and aiokafka alike)."""
+        first = self.idle.first
+        if first is None or first > self.now_ms:
+            return  # nothing due: most events, the hot path's included
         for conn in list(self.idle.expired(self.table, self.now_ms)):
             self.close(conn, CloseReason.IDLE)
 
@@ -160,7 +179,6 @@ class Executor:
             return
         conn.address, conn.checks_identity = address, checks
         conn.move(Trigger.ESTABLISHED)
-        self.derived.changed()
         conn.failures = 0
         conn.last_used_ms = self.now_ms
         self.idle.start(conn_id, self.now_ms)
@@ -176,7 +194,6 @@ class Executor:
         conn.move(Trigger.FAIL)
         conn.failures += 1
         conn.retry_at_ms = self.now_ms + self.backoff_ms(conn.failures)
-        self.derived.changed()
         self.table.failed(conn)
         self.metrics.on_gone(conn.role, failed=True)
         self.book.requeue(conn, keep=not self.closed)
@@ -216,5 +233,4 @@ class Executor:
         return float(min(self.config.reconnect_backoff_max_ms, base * 2 ** max(0, failures - 1)))
 
     def _forget(self, conn: Connection) -> None:
-        self.derived.changed()
         self.table.forget(conn)

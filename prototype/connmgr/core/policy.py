@@ -20,18 +20,18 @@ Rules of this module (and of all of :mod:`connmgr.core`):
   adopts or asks, and emits the action that says so.
 
 Theory of operation: a request enters as *pending*. After every event the base class offers
-each pending request to :meth:`place`, which returns a connection (READY: sent now;
-CONNECTING or DEFERRED: queued on it until it is READY) or None (stay pending, try again after
-the next event). When a connection fails or the peer closes it, whatever it held goes back to
-pending and is placed again, so no request is ever lost by the policy
-(:mod:`connmgr.core.book`).
+each pending request to :meth:`place`, which decides where it goes (a
+:data:`~connmgr.core.decisions.Placement`) and dials nothing; the base dials what it names. A
+request on a READY connection is sent now, on a CONNECTING or DEFERRED one queued until it is
+READY; with none it stays pending until the next event. When a connection fails or the peer
+closes it, what it held goes back to pending and is placed again: no request is ever lost by
+the policy (:mod:`connmgr.core.book`).
 
 The hot path. When :meth:`place` puts a broker request on a READY connection without changing
 anything, the base class remembers that route (:attr:`Derived.routes`); the next request for
 the same broker, with nothing else pending, is sent on it while nothing changed and the
-connection is READY, skipping only a ``place`` whose answer cannot have changed (see
-:attr:`Policy.stable_broker_routes`; tests/test_hot_path.py compares every scenario with the
-hot path off).
+connection is READY (see :attr:`Policy.stable_broker_routes`; tests/test_hot_path.py compares
+every scenario with the hot path and the caches off).
 """
 
 from __future__ import annotations
@@ -45,7 +45,15 @@ from connmgr.core.actions import Action, RefreshMetadata, Reject, RejectReason, 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, ConnectionView
 from connmgr.core.coordinator import CoordinatorTable
-from connmgr.core.decisions import Decision, Dial, DialDecision
+from connmgr.core.decisions import (
+    NO_DECISIONS,
+    Decision,
+    Dial,
+    DialDecision,
+    OpenThenPlace,
+    Placement,
+)
+from connmgr.core.derived import Derived
 from connmgr.core.events import (
     AddressesResolved,
     AnyNodeRequestNeeded,
@@ -69,15 +77,16 @@ from connmgr.core.events import (
     TimePassed,
 )
 from connmgr.core.execution import Executor
+from connmgr.core.facts import ClientFacts
 from connmgr.core.identity import ConnectionKey
-from connmgr.core.metadata import ClusterMetadata, TopicPartition
+from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.request import Request, ToAnyNode, ToBootstrap, ToBroker, ToCoordinator
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import SOCKET_STATES, ConnState
 from connmgr.errors import PolicyMisuse
 
 
-class Policy(ABC):
+class Policy(ClientFacts, ABC):
     """One connection-management policy. Subclasses implement :meth:`place` and may override
     :meth:`before_dial`, the ``on_*`` hooks and :meth:`review`."""
 
@@ -94,20 +103,22 @@ class Policy(ABC):
     broker requests reads only what :meth:`Derived.changed` follows (metadata, interest,
     coordinators, connection records and their states) and the connections' READY state. A
     subclass whose placement reads anything else (load, time, a random draw) sets False."""
+    derived_type: ClassVar[type[Derived]] = Derived
+    """The derivations' store (tests use :class:`~connmgr.core.derived.Uncached`)."""
 
     def __init__(self, config: PolicyConfig, rng: RandomSource) -> None:
         self.config = config
         self.rng = rng
-        self.metadata: ClusterMetadata | None = None
-        self.coordinators = CoordinatorTable()
+        self.derived = self.derived_type()
+        """What the policy's decisions derive from its state, dropped when it changes."""
+        self._metadata = None
+        self._interest = None
+        self.coordinators = CoordinatorTable(self.derived.facts_changed)
         """Where each coordinator the client talks to is (group, transaction, ...)."""
-        self.interest: frozenset[TopicPartition] | None = None
-        self._do = Executor(config, self.before_dial, self.__repr__)
+        self._do = Executor(config, self.before_dial, self.__repr__, self.derived)
         self.table = self._do.table
         """The connection records (bookkeeping only: the policy decides, the executor acts)."""
         self.metrics = self._do.metrics
-        self.derived = self._do.derived
-        """What the policy's decisions derive from its state, dropped when it changes."""
         self._book = self._do.book
         self.now_ms = 0.0
         """The time of the event being handled (the last one's, between events)."""
@@ -135,11 +146,13 @@ class Policy(ABC):
             self._broker_request(event)
         else:
             self._dispatch(event)
-        if not self.closed:
+        if not self._do.closed:
             if self._book.pending:
                 self._pump()
             self._do.expire_idle()
-            self._do.carry_out(self.review())
+            decisions = self.review()
+            if decisions is not NO_DECISIONS:  # most events: skip the loop over nothing
+                self._do.carry_out(decisions)
             if self._book.pending:
                 self._pump()
         self._schedule_wake()
@@ -160,20 +173,17 @@ class Policy(ABC):
             case AnyNodeRequestNeeded(request_id, api):
                 self._submit(Request(request_id, api, ToAnyNode()))
             case CoordinatorRequestNeeded(request_id, api, broker_id, ref):
-                if self.coordinators.place(ref, broker_id) != broker_id:
-                    self.derived.changed(facts=True)
+                self.coordinators.place(ref, broker_id)
                 target = ToCoordinator(broker_id, ref)
                 self._submit(Request(request_id, api, target, self._md_count))
             case CoordinatorLost(ref):
-                if self.coordinators.forget(ref) is not None:
-                    self.derived.changed(facts=True)
+                self.coordinators.forget(ref)
             case MetadataReceived(request_id, metadata):
                 via = self._book.placed.get(request_id)
                 self._do.complete(request_id)
                 old_md, self.metadata = self.metadata, metadata
                 self._md_count += 1
                 self._refresh_asked = False
-                self.derived.changed(facts=True)
                 self._do.carry_out(self.on_metadata(old_md, via))
                 self._book.unqueue_gone_brokers(self.table, metadata)
             case BootstrapRequested(request_id):
@@ -181,13 +191,11 @@ class Policy(ABC):
                 self._do.carry_out(self.on_bootstrap())
             case InterestChanged(partitions):
                 self.interest = partitions
-                self.derived.changed(facts=True)
             case ConnectionEstablished(conn_id, _, address, checks_identity):
                 self._do.established(conn_id, address, checks_identity)
             case IdentityChecked(conn_id, broker_id, answer):
                 if (conn := self._do.known(conn_id)) is not None and conn.checking == broker_id:
                     conn.checking = None
-                    self.derived.changed()
                     self._do.carry_out(self.on_identity_checked(conn, broker_id, answer))
             case AddressesResolved():
                 self._do.carry_out(self.on_addresses_resolved(event))
@@ -204,9 +212,10 @@ class Policy(ABC):
     # --- what subclasses decide ----------------------------------------------------------
 
     @abstractmethod
-    def place(self, request: Request) -> Connection | None:
-        """The connection ``request`` goes on, or None to leave it pending until a later
-        event. A policy that wants a connection it has not got asks :meth:`get_or_dial`."""
+    def place(self, request: Request) -> Placement:
+        """Where ``request`` goes (:data:`~connmgr.core.decisions.Placement`): on a
+        connection the policy holds, on a key's connection (opened if there is none), or
+        nowhere yet. It dials nothing: the base class carries the placement out."""
 
     def before_dial(self, conn: Connection) -> DialDecision:
         """Whether the new DEFERRED record ``conn`` dials now (:class:`Dial`) or waits
@@ -246,8 +255,9 @@ class Policy(ABC):
 
     def review(self) -> Iterator[Decision]:
         """Hook run after every event, once idle connections have expired: what to close or
-        dial now that is not a reaction to one event (timers, connections no longer wanted)."""
-        return iter(())
+        dial now that is not a reaction to one event (timers, connections no longer wanted).
+        :data:`~connmgr.core.decisions.NO_DECISIONS` when there is nothing to decide."""
+        return NO_DECISIONS
 
     def needed_connections(self) -> frozenset[int] | None:
         """Ids of the READY connections this policy keeps open now because something needs
@@ -267,12 +277,6 @@ class Policy(ABC):
     def closed(self) -> bool:
         """Whether the client closed (every connection closed, no request taken)."""
         return self._do.closed
-
-    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        """The usable connection for ``key``, or a new record if there is none (dialled now,
-        or left DEFERRED, as :meth:`before_dial` decides). None while the key is draining
-        (wait for it to close) or backing off after a failed dial."""
-        return self._do.get_or_dial(key)
 
     def connections(self) -> tuple[ConnectionView, ...]:
         """Every connection holding a socket, in dial order."""
@@ -323,7 +327,7 @@ class Policy(ABC):
             route is not None
             and route[0].state is ConnState.READY
             and not self._book.pending
-            and not self.closed
+            and not self._do.closed
         ):
             conn, target = route
             if event.request_id in self._book.placed:
@@ -355,7 +359,11 @@ class Policy(ABC):
                     self._do.out.append(RefreshMetadata())
                 continue
             generation = self.derived.generation
-            conn = self.place(request)
+            placement = self.place(request)
+            while type(placement) is OpenThenPlace:
+                self._do.take(placement)
+                placement = self.place(request)
+            conn = self._do.take(placement)
             if conn is None:
                 book.pending.append(request)
             elif conn.state is ConnState.READY:
@@ -376,11 +384,12 @@ class Policy(ABC):
         # for them again would loop.
         now = self.now_ms
         at: float | None = None
-        if not self.closed:
+        if not self._do.closed:
             first = self._do.idle.first
             if first is not None and first > now:
                 at = first
-            for deadline in (self.next_deadline(), self._do.retry_deadline()):
+            retry = self._do.retry_deadline() if self._book.pending else None  # none waits
+            for deadline in (self.next_deadline(), retry):
                 if deadline is not None and deadline > now and (at is None or deadline < at):
                     at = deadline
         if at is None:

@@ -23,7 +23,7 @@ from typing import ClassVar
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
-from connmgr.core.decisions import Decision, Drain
+from connmgr.core.decisions import WAIT, Decision, Drain, OpenFor, Placement, SendOn
 from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
@@ -53,13 +53,13 @@ class AiokafkaTodayPolicy(Policy):
             order.insert(0, config.bootstrap_offset)
         self._bootstrap_order = order
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         target = request.target
         md = self.metadata
         if isinstance(target, ToBootstrap) or (isinstance(target, ToAnyNode) and md is None):
             return self._bootstrap_connection()
         if md is None:
-            return None
+            return WAIT
         if isinstance(target, ToAnyNode):
             if not md.brokers:
                 return self._bootstrap_connection()
@@ -75,11 +75,11 @@ class AiokafkaTodayPolicy(Policy):
             purpose = Purpose.DATA if request.api is Api.INIT_PRODUCER_ID else Purpose.COORDINATION
         conn = self.table.live_for_node(BrokerNode(broker_id), purpose)
         if conn is not None:
-            return conn
+            return SendOn(conn)
         endpoint = md.endpoint_of(broker_id)
         if endpoint is None:
-            return None
-        return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+            return WAIT
+        return OpenFor(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
 
     def _random_broker(self, md: ClusterMetadata) -> int:
         """aiokafka's ``random.choice`` over known brokers, or the next replayed choice."""
@@ -90,18 +90,18 @@ class AiokafkaTodayPolicy(Policy):
                 return choice
         return md.brokers[self.rng.randrange(len(md.brokers))].broker_id
 
-    def _bootstrap_connection(self) -> Connection | None:
+    def _bootstrap_connection(self) -> Placement:
         """The live bootstrap connection, else a dial to the next server (in the shuffled
         order) not backing off."""
         for conn in self.table.records():
             if conn.role is Role.BOOTSTRAP:
-                return conn
+                return SendOn(conn)
         for index in self._bootstrap_order:
             endpoint = self.config.bootstrap[index]
             key = ConnectionKey(endpoint, BootstrapNode(index), Purpose.DATA)
             if not self.in_backoff(key):
-                return self.get_or_dial(key)
-        return None
+                return OpenFor(key)
+        return WAIT
 
     def on_metadata(
         self, old: ClusterMetadata | None, via: Connection | None

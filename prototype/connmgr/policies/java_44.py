@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from connmgr.core.connections import Connection
+from connmgr.core.decisions import OpenThenPlace, Placement
 from connmgr.core.events import Api
 from connmgr.core.identity import BootstrapNode, ConnectionKey, Purpose
 from connmgr.core.request import Request
@@ -41,30 +41,33 @@ class Java44Policy(JavaTodayPolicy):
         "kafka-clients 4.4.0 as measured: java-today, a second bootstrap connection per start"
     )
 
-    def _poll_loop(self, request: Request) -> Connection | None:
+    def _poll_loop(self, request: Request) -> Placement:
         if request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS and not self._bootstrap_replaced():
-            self._dial_second_bootstrap()
+            second = self._second_bootstrap()
+            if second is not None:
+                # Dialled before the loop picks: its pick sees the new connection.
+                return OpenThenPlace((second,))
         return super()._poll_loop(request)
 
     def _bootstrap_replaced(self) -> bool:
         return self.metadata is not None and bool(self.metadata.brokers)
 
-    def _dial_second_bootstrap(self) -> None:
+    def _second_bootstrap(self) -> ConnectionKey | None:
         """While the metadata updater's bootstrap connection is the only one and is not
-        READY, dial the next bootstrap server (in list order from it) that has no connection
-        and is not in backoff: one second bootstrap connection, as measured."""
+        READY, the next bootstrap server (in list order from it) that has no connection
+        and is not in backoff, to dial: one second bootstrap connection, as measured."""
         servers = self.config.bootstrap
         states = [
             self.table.live_for_node(BootstrapNode(i), Purpose.DATA) for i in range(len(servers))
         ]
         if any(c is not None and c.state is ConnState.READY for c in states):
-            return
+            return None
         dialled = [i for i, c in enumerate(states) if c is not None]
         if len(dialled) != 1:
-            return  # the metadata updater dials first; the loop adds one, once
+            return None  # the metadata updater dials first; the loop adds one, once
         for step in range(1, len(servers)):
             i = (dialled[0] + step) % len(servers)
             key = ConnectionKey(servers[i], BootstrapNode(i), Purpose.DATA)
             if states[i] is None and not self.in_backoff(key):
-                self.connection_for(BootstrapNode(i), servers[i], Purpose.DATA)
-                return
+                return key
+        return None

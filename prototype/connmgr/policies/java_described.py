@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from connmgr.core.config import ClientKind
 from connmgr.core.connections import Connection
-from connmgr.core.decisions import Decision, Open
+from connmgr.core.decisions import Decision, Open, Placement, SendOn
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose
 from connmgr.core.metadata import ClusterMetadata
 from connmgr.core.request import Request, ToBootstrap
@@ -60,14 +60,14 @@ class JavaDescribedPolicy(JavaTodayPolicy):
             if self._first_bootstrap is None:
                 self._first_bootstrap = conn
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         first = self._first_bootstrap
         if (
             isinstance(request.target, ToBootstrap)
             and first is not None
             and self.table.live(first.key) is first
         ):
-            return first
+            return SendOn(first)
         return super().place(request)
 
     def on_metadata(

@@ -46,6 +46,7 @@ from typing import ClassVar
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
 from connmgr.core.coordinator import CoordinatorKind
+from connmgr.core.decisions import WAIT, OpenFor, Placement, SendOn, Wait
 from connmgr.core.endpoint import Endpoint
 from connmgr.core.events import Api
 from connmgr.core.identity import (
@@ -192,16 +193,14 @@ class JavaTodayPolicy(Policy):
         times.extend(t for t in self._looping.values() if t != -math.inf)
         return min(times) + POLL_LOOP_MS if times else None
 
-    def connection_for(
-        self, node: NodeIdentity, endpoint: Endpoint, purpose: Purpose
-    ) -> Connection | None:
+    def connection_for(self, node: NodeIdentity, endpoint: Endpoint, purpose: Purpose) -> Placement:
         """The node's connection found by id, else a new dial to its current endpoint."""
         conn = self.table.live_for_node(node, purpose)
         if conn is not None:
-            return conn
-        return self.get_or_dial(ConnectionKey(endpoint, node, purpose))
+            return SendOn(conn)
+        return OpenFor(ConnectionKey(endpoint, node, purpose))
 
-    def _poll_loop(self, request: Request) -> Connection | None:
+    def _poll_loop(self, request: Request) -> Placement:
         """One poll loop of a caller that re-picks its node until that node is READY.
 
         The producer's transaction manager (InitProducerId) and the telemetry sender
@@ -219,19 +218,21 @@ class JavaTodayPolicy(Policy):
         may_send = choice is not None or not recorded
         if choice is None:
             choice = self.least_loaded_node()
-        existed = (
-            choice is not None and self.table.live_for_node(choice[0], Purpose.DATA) is not None
-        )
-        conn = None if choice is None else self.connection_for(*choice, Purpose.DATA)
+        conn = None if choice is None else self.table.live_for_node(choice[0], Purpose.DATA)
+        existed = conn is not None
         if may_send and conn is not None and conn.state is ConnState.READY:
             self._looping.pop(request.request_id, None)
-            return conn
+            return SendOn(conn)
+        detour: tuple[ConnectionKey, ...] = ()
         if recorded and may_send and existed:
-            self._telemetry_detour()  # a turn after the one that dialled its own node
+            detour = self._telemetry_detour()  # a turn after the one that dialled its own node
         # With no node to pick (all in reconnect backoff) the real loop blocks in poll until
         # one is; so does this one: it re-picks at the next event rather than spinning.
         self._looping[request.request_id] = self.now_ms if choice is not None else -math.inf
-        return None
+        if choice is None or existed:
+            return Wait(detour)
+        # The loop dials its pick (never READY at once) and sends once it is.
+        return Wait((ConnectionKey(choice[1], choice[0], Purpose.DATA),))
 
     def _telemetry_node(self) -> tuple[NodeIdentity, Endpoint] | None:
         """The recorded telemetry node, once the telemetry loop may dial or use it.
@@ -250,8 +251,9 @@ class JavaTodayPolicy(Policy):
             return known
         return known if self.table.live_for_node(known[0], Purpose.DATA) is not None else None
 
-    def _telemetry_detour(self) -> None:
-        """The telemetry sender's loop while its recorded node cannot take the request yet.
+    def _telemetry_detour(self) -> tuple[ConnectionKey, ...]:
+        """The telemetry sender's loop while its recorded node cannot take the request yet:
+        the dial it makes meanwhile, if any.
 
         The real loop asks ``leastLoadedNode`` again on every turn; when its node is not
         sendable (still in its ApiVersions handshake, or writing another request) and no other
@@ -274,25 +276,25 @@ class JavaTodayPolicy(Policy):
         if at < len(replay) and replay[at] != telemetry:
             own, detour = self._known_node(telemetry), self._known_node(replay[at])
             if own is None or detour is None or self.metadata is not None:
-                return
+                return ()
             if not isinstance(own[0], BootstrapNode) or not isinstance(detour[0], BootstrapNode):
-                return
+                return ()
             conn = self.table.live_for_node(own[0], Purpose.DATA)
             if conn is None or conn.state is ConnState.READY:
-                return
+                return ()
             if self.table.live_for_node(detour[0], Purpose.DATA) is None:
                 self._replayed += 1
-                self.connection_for(*detour, Purpose.DATA)
-            return
+                return (ConnectionKey(detour[1], detour[0], Purpose.DATA),)
+            return ()
         if at + 1 >= len(replay) or replay[at] != telemetry:
-            return
+            return ()
         own, detour = self._known_node(replay[at]), self._known_node(replay[at + 1])
         if own is None or self.table.live_for_node(own[0], Purpose.DATA) is None:
-            return  # not this loop's dial (yet)
+            return ()  # not this loop's dial (yet)
         if detour is None or self.table.live_for_node(detour[0], Purpose.DATA) is not None:
-            return
+            return ()
         self._replayed += 2
-        self.connection_for(*detour, Purpose.DATA)
+        return (ConnectionKey(detour[1], detour[0], Purpose.DATA),)
 
     def _recorded_lookup(self, request: Request) -> Connection | None:
         """The connection a recorded FindCoordinator went on, if the model holds one (READY,
@@ -319,12 +321,12 @@ class JavaTodayPolicy(Policy):
 
     # --- placement -----------------------------------------------------------------------
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         target = request.target
         if isinstance(target, ToBootstrap | ToAnyNode):
             looped = self._looping.get(request.request_id)
             if looped is not None:
-                return None if looped >= self.now_ms else self._poll_loop(request)
+                return WAIT if looped >= self.now_ms else self._poll_loop(request)
             if request.api is Api.GET_TELEMETRY_SUBSCRIPTIONS:
                 # The telemetry sender runs inside the network client's poll, like the
                 # metadata updater: it dials its pick at once.
@@ -332,38 +334,39 @@ class JavaTodayPolicy(Policy):
             picked = self._picked.get(request.request_id)
             if picked is not None:
                 if picked[2] >= self.now_ms:
-                    return None
+                    return WAIT
                 del self._picked[request.request_id]
-                conn = self.connection_for(picked[0], picked[1], Purpose.DATA)
-                if request.api is Api.INIT_PRODUCER_ID and (
-                    conn is None or conn.state is not ConnState.READY
+                placement = self.connection_for(picked[0], picked[1], Purpose.DATA)
+                if request.api is Api.INIT_PRODUCER_ID and not (
+                    isinstance(placement, SendOn) and placement.conn.state is ConnState.READY
                 ):
+                    # The transaction manager dials its pick and loops until it is READY.
                     self._looping[request.request_id] = self.now_ms
-                    return None
+                    return Wait((placement.key,)) if isinstance(placement, OpenFor) else WAIT
                 # The consumer's coordinator lookup waits on the node it picked.
-                return conn
+                return placement
             recorded = self._recorded_lookup(request)
             if recorded is not None:
-                return recorded
+                return SendOn(recorded)
             choice = self.least_loaded_node()
             if choice is None:
-                return None
+                return WAIT
             needs_dial = self.table.live_for_node(choice[0], Purpose.DATA) is None
             if needs_dial and request.api is not Api.METADATA:
                 self._picked[request.request_id] = (*choice, self.now_ms)
-                return None
+                return WAIT
             return self.connection_for(choice[0], choice[1], Purpose.DATA)
         if self.metadata is None:
-            return None
+            return WAIT
         if isinstance(target, ToBroker):
             endpoint = self.metadata.endpoint_of(target.broker_id)
             if endpoint is None:
-                return None
+                return WAIT
             return self.connection_for(BrokerNode(target.broker_id), endpoint, Purpose.DATA)
         assert isinstance(target, ToCoordinator)
         endpoint = self.metadata.endpoint_of(target.broker_id)
         if endpoint is None:
-            return None
+            return WAIT
         if target.coordinator.kind is not CoordinatorKind.GROUP or request.api in TXN_MANAGER_APIS:
             # TransactionManager keeps the node FindCoordinator returned, with its real id,
             # for both kinds it looks up: transactional requests, and a producer's

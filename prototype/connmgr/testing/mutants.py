@@ -13,9 +13,10 @@ from typing import ClassVar
 
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection
-from connmgr.core.decisions import AdoptAs, Decision, Open
+from connmgr.core.decisions import AdoptAs, Decision, Open, OpenFor, Placement, SendOn
 from connmgr.core.identity import BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
+from connmgr.core.request import Request
 from connmgr.core.rng import RandomSource
 from connmgr.core.state import ConnState
 from connmgr.policies import ProposedPolicy
@@ -27,15 +28,18 @@ class KeyedByHostPort(ProposedPolicy):
     pool keyed by address alone would -- behind a proxy, one broker's socket carries
     another's requests."""
 
-    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        for conn in self.table.records():
-            if (
-                conn.state is ConnState.READY
-                and conn.role is not Role.BOOTSTRAP
-                and (conn.key.endpoint, conn.key.purpose) == (key.endpoint, key.purpose)
-            ):
-                return conn
-        return super().get_or_dial(key)
+    def place(self, request: Request) -> Placement:
+        placement = super().place(request)
+        if isinstance(placement, OpenFor):
+            key = placement.key
+            for conn in self.table.records():
+                if (
+                    conn.state is ConnState.READY
+                    and conn.role is not Role.BOOTSTRAP
+                    and (conn.key.endpoint, conn.key.purpose) == (key.endpoint, key.purpose)
+                ):
+                    return SendOn(conn)
+        return placement
 
 
 class MergeByHostPort(ProposedPolicy):
@@ -106,12 +110,14 @@ class StaleEndpoint(ProposedPolicy):
     def retire_moved(self) -> Iterator[Decision]:
         return iter(())  # rule (h) off
 
-    def get_or_dial(self, key: ConnectionKey) -> Connection | None:
-        if key.broker_id is not None:
-            found = self.table.live_for_node(BrokerNode(key.broker_id), key.purpose)
+    def place(self, request: Request) -> Placement:
+        placement = super().place(request)
+        broker_id = placement.key.broker_id if isinstance(placement, OpenFor) else None
+        if isinstance(placement, OpenFor) and broker_id is not None:
+            found = self.table.live_for_node(BrokerNode(broker_id), placement.key.purpose)
             if found is not None:
-                return found
-        return super().get_or_dial(key)
+                return SendOn(found)
+        return placement
 
 
 class TrustsHostPort(ProposedPolicy):

@@ -9,7 +9,17 @@ from typing import ClassVar
 from connmgr.core.actions import CloseReason
 from connmgr.core.config import PolicyConfig
 from connmgr.core.connections import Connection, first_ready
-from connmgr.core.decisions import CloseNow, Decision, DialDecision, retire
+from connmgr.core.decisions import (
+    NO_DECISIONS,
+    WAIT,
+    CloseNow,
+    Decision,
+    DialDecision,
+    OpenFor,
+    Placement,
+    SendOn,
+    retire,
+)
 from connmgr.core.events import AddressesResolved, IdentityAnswer
 from connmgr.core.identity import BootstrapNode, BrokerNode, ConnectionKey, Purpose, Role
 from connmgr.core.metadata import ClusterMetadata
@@ -50,7 +60,7 @@ class ProposedPolicy(Policy):
 
     # --- placement -----------------------------------------------------------------------
 
-    def place(self, request: Request) -> Connection | None:
+    def place(self, request: Request) -> Placement:
         """e. Data requests go to the leader's data connection, dialled on first need.
         Coordinator requests go to their broker's connection of the coordinator's purpose
         (rule f); any-node requests as rule (d) says."""
@@ -59,7 +69,7 @@ class ProposedPolicy(Policy):
         if isinstance(target, ToBootstrap | ToAnyNode):
             return self._any_node()
         if md is None:
-            return None
+            return WAIT
         if isinstance(target, ToBroker):
             broker_id, purpose = target.broker_id, Purpose.DATA
         else:
@@ -68,12 +78,12 @@ class ProposedPolicy(Policy):
             purpose = coordinator_purpose(self.config, target.coordinator.kind)
         endpoint = md.endpoint_of(broker_id)
         if endpoint is None:
-            return None  # not in metadata: the client refreshes it and asks again
+            return WAIT  # not in metadata: the client refreshes it and asks again
         if self.adoption.awaiting_answer(broker_id):
-            return None  # the bootstrap socket may be this broker's: wait for its answer
-        return self.get_or_dial(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
+            return WAIT  # the bootstrap socket may be this broker's: wait for its answer
+        return OpenFor(ConnectionKey(endpoint, BrokerNode(broker_id), purpose))
 
-    def _any_node(self) -> Connection | None:
+    def _any_node(self) -> Placement:
         """d. Any-node requests (Metadata, FindCoordinator, InitProducerId) go to the
         least-loaded READY connection; a dial happens only when none is ready or connecting.
 
@@ -84,15 +94,15 @@ class ProposedPolicy(Policy):
         brokers = [c for c in general if c.role is not Role.BOOTSTRAP]
         ready = first_ready(brokers) or self.adoption.stand_in(records) or first_ready(records)
         if ready is not None:
-            return ready
+            return SendOn(ready)
         for conn in general:
             if conn.state in (ConnState.CONNECTING, ConnState.DEFERRED):
-                return conn  # one dial at a time: wait for it
+                return SendOn(conn)  # one dial at a time: wait for it
         if self.metadata is None or not self.metadata.brokers:
             return self._dial_next_bootstrap()
         return self._dial_some_broker()
 
-    def _dial_next_bootstrap(self) -> Connection | None:
+    def _dial_next_bootstrap(self) -> Placement:
         """b. One bootstrap attempt at a time, failing over through the list from a random
         start (the one under way is waited for: :meth:`_any_node`)."""
         servers = self.config.bootstrap
@@ -101,10 +111,10 @@ class ProposedPolicy(Policy):
             key = ConnectionKey(servers[index], BootstrapNode(index), Purpose.DATA)
             if not self.table.in_backoff(key, self.now_ms):
                 self._boot_cursor = index
-                return self.get_or_dial(key)
-        return None
+                return OpenFor(key)
+        return WAIT
 
-    def _dial_some_broker(self) -> Connection | None:
+    def _dial_some_broker(self) -> Placement:
         """A broker for an any-node request: a leader in use first (its connection will be
         needed anyway), else a random broker; none backing off."""
         md = self.metadata
@@ -118,8 +128,8 @@ class ProposedPolicy(Policy):
                 continue
             key = ConnectionKey(endpoint, BrokerNode(broker_id), Purpose.DATA)
             if not self.table.in_backoff(key, self.now_ms) and self.table.live(key) is None:
-                return self.get_or_dial(key)
-        return None
+                return OpenFor(key)
+        return WAIT
 
     def before_dial(self, conn: Connection) -> DialDecision:
         """Rule (c)'s stand-ins close before a broker dial; rule (i) says whether it dials."""
@@ -177,12 +187,18 @@ class ProposedPolicy(Policy):
         """Rule (g) when something changed or a linger ran out, then rule (i)'s deferred
         dials; rule (i) alone otherwise (a deferred dial waits for a quiet socket, and
         sockets go quiet on responses, which are no change: look every time one waits)."""
+        # Not a generator itself: after most events (a request on a warm connection, its
+        # response) there is nothing to review, and a generator would be built for nothing.
         if self.prompt_close.due() or not self.derived.done("review"):
-            yield from self.prompt_close.review()
-            yield from self.budget.dial_deferred()
-            self.derived.mark("review")
-        elif self.budget.waiting:
-            yield from self.budget.dial_deferred()
+            return self._review_all()
+        if self.budget.waiting:
+            return self.budget.dial_deferred()
+        return NO_DECISIONS
+
+    def _review_all(self) -> Iterator[Decision]:
+        yield from self.prompt_close.review()
+        yield from self.budget.dial_deferred()
+        self.derived.mark("review")
 
     def next_deadline(self) -> float | None:
         return self.prompt_close.next_deadline()

@@ -149,11 +149,16 @@ class PromptClose:
         return [lost.at_ms + wait for lost in self._lost.values()]
 
     def due(self) -> bool:
-        """Whether a lingering connection's linger, or a wait for a lost role, has run out."""
+        """Whether a lingering connection's linger, or a wait for a lost role, has run out.
+
+        Asked after every event, the hot path's included: with nothing lingering and no role
+        lost (a warm client's steady state) it answers without building a list."""
+        if not self.lingering and not self._lost:
+            return False
         now = self._policy.now_ms
         if any(end <= now for end in self._wait_ends()):
             return True
-        return bool(self.lingering) and any(self.deadline(c) <= now for c in self.lingering)
+        return any(self.deadline(c) <= now for c in self.lingering)
 
     def review(self) -> Iterator[Decision]:
         """Close what no role needs once its linger is over; keep the rest lingering."""
@@ -183,5 +188,7 @@ class PromptClose:
 
     def next_deadline(self) -> float | None:
         """The earliest linger or wait for a lost role to run out, if any."""
+        if not self.lingering and not self._lost:
+            return None  # the steady state, on every event: see due()
         times = [self.deadline(c) for c in self.lingering] + self._wait_ends()
         return min(times) if times else None
