@@ -69,6 +69,8 @@ class StageContext:
     """The job's Spark session, for the :attr:`Phase.SPARK` stages (None before)."""
     retried: list[str] = field(default_factory=list)
     """Runs that failed or hung once and were measured again (``job.json``'s ``retried``)."""
+    failed: list[str] = field(default_factory=list)
+    """Real runs that failed every attempt, with the reason (``job.json``'s ``failed``)."""
     sweep: list[tuple[int, float, int]] = field(default_factory=list)
     """(points, wall s, simulations) per sweep size (``job.json``'s ``sweep``)."""
 
