@@ -37,9 +37,10 @@ from connmgr.bench.results.record import Count, MaybeReal, Real, Record, Text
 from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.schema import ResultsError
 from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 from connmgr.bench.stages.fleet import START_SPREAD_MS
 from connmgr.bench.stages.fleetview import BrokerSeries, FleetView
+from connmgr.errors import ConfigError
 
 FLEET_FILE = "fleet.json"
 FLEET_CELLS = "fleet.parquet"
@@ -403,6 +404,18 @@ def handshake_series(
     return out
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "clients": Setting(int),
+    "brokers": Setting(int),
+    "restarts": Setting(int),
+    "down_ms": Setting(int),
+    "bucket_ms": Setting(int),
+    "seed": Setting(int),
+}
+"""``[fleet]``: the fleet's clients and brokers, the brokers restarted and how long each is
+down, the buckets of its series and the seed the clients are drawn from."""
+
+
 class FleetStage:
     name = "fleet"
     phase = Phase.SPARK
@@ -428,6 +441,15 @@ class FleetStage:
         " in its tasks: about 3.5 minutes on two idle cores)"
     )
     writes = "`raw/fleet.json`, `raw/fleet.parquet`; tables `fleet`, `fleet-restarts`, plot `fleet`"
+    section = "fleet"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """The section describes a fleet that can run (restarts fit the hour ...)."""
+        try:
+            FleetSettings.from_values(values)
+        except ConfigError as e:
+            raise ConfigError(f"[fleet] {e}") from e
 
     def run(self, ctx: StageContext) -> None:
         """The ``[fleet]`` section's clients simulated in Spark tasks and added up per broker

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from connmgr.bench.attempts import attempt
-from connmgr.bench.grid import java_version, parse_entry
+from connmgr.bench.grid import is_real_client, java_version, parse_entry
 from connmgr.bench.report.metrics import LIFE_METRICS, PROPOSED
 from connmgr.bench.report.summaries import BaselineHeadline
 from connmgr.bench.report.table import Table, make_table
@@ -37,8 +37,10 @@ from connmgr.bench.results.record import Count, Keyed, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta, life_columns
 from connmgr.bench.results.schema import DOUBLE, LIFE_COLUMNS
 from connmgr.bench.results.stagefile import read_stage, write_stage
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr.bench.stages import Phase, Setting, Stage, StageContext, StageReport
+from connmgr.errors import ConfigError, UnknownName
 from connmgr.ledger import HOUR_S
+from connmgr.sim.scenarios import get_scenario
 
 LIFE_FILE = "life.json"
 """Under ``raw/``: the life stage's runs."""
@@ -318,6 +320,20 @@ def life_costs(found: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "scenarios": Setting(str, True),
+    "clients": Setting(str, True),
+    "life_s": Setting(int),
+    "time_scale": Setting(int),
+    "records": Setting(int),
+    "repeats": Setting(int),
+    "concurrency": Setting(int),
+    "seed": Setting(int),
+}
+"""``[life]``: the scenario entries (with run options), the clients, each life's wall time and
+scale, the records, repeats, lives at once and the first seed."""
+
+
 class LifeStage:
     name = "life"
     phase = Phase.BESIDE
@@ -334,6 +350,36 @@ class LifeStage:
         "by role"
     )
     writes = "`raw/life.json`; table `real-life`, the headline's `real-life` rows, `life-costs`"
+    section = "life"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """The clients exist and include the proposal, and each scenario entry is a scenario
+        with parameters and run options it can be run with (a rolling restart that fits the
+        life)."""
+        from connmgr.realrun.run import RUN_OPTIONS, check_life_settings
+
+        bad = [c for c in values["clients"] if not is_real_client(c)]
+        if bad or "proposed" not in values["clients"]:
+            raise ConfigError(
+                "life.clients must include proposed and name only proposed, aiokafka, "
+                f"librdkafka or java-<kafka-clients version> (unknown: {bad})"
+            )
+        for entry in values["scenarios"]:
+            try:
+                name, params = parse_entry(entry)
+                rest = {k: v for k, v in params.items() if k not in RUN_OPTIONS}
+                get_scenario(name).spec(rest)
+                check_life_settings(
+                    name,
+                    {
+                        **params,
+                        "life_s": str(values["life_s"]),
+                        "time_scale": str(values["time_scale"]),
+                    },
+                )
+            except (ConfigError, UnknownName) as e:
+                raise ConfigError(f"life.scenarios {entry!r}: {e}") from e
 
     def run(self, ctx: StageContext) -> None:
         """Several lives at once in worker processes; no progress bar (it runs beside

@@ -16,13 +16,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.bench.grid import check_known
 from connmgr.bench.report.table import Table, make_table
 from connmgr.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr.bench.results.rows import RunMeta
 from connmgr.bench.results.stagefile import read_stage, write_stage
 from connmgr.bench.runtime.pool import background_pool
-from connmgr.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 from connmgr.testing.evidence import (
+    BASELINES,
     MUTANT_BASELINE,
     MUTANTS,
     Counterexample,
@@ -215,6 +217,19 @@ def check_properties(results: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "baselines": Setting(str, True),
+    "examples": Setting(int),
+    "steps": Setting(int),
+    "mutants": Setting(str, True),
+    "mutant_examples": Setting(int),
+    "shrink": Setting(str),
+    "workers": Setting(int),
+}
+"""``[properties]``: the machines' baselines, examples and steps, the mutants searched, their
+examples and shrinking, and the pool's processes."""
+
+
 class PropertiesStage:
     name = "properties"
     phase = Phase.CPU
@@ -230,6 +245,13 @@ class PropertiesStage:
         "([property-suite.md](property-suite.md))"
     )
     writes = "`raw/properties.json`; tables `property-runs`, `mutants`"
+    section = "properties"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        check_known("properties.baselines", values["baselines"], list(BASELINES))
+        check_known("properties.mutants", values["mutants"], list(MUTANTS))
+        check_known("properties.shrink", [values["shrink"]], [s.value for s in Shrinking])
 
     def run(self, ctx: StageContext) -> None:
         found = property_results(ctx.grid.values["properties"], ctx.meta, show=ctx.show)

@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from connmgr.bench.attempts import attempt
-from connmgr.bench.grid import Grid, RealPoint, java_version, real_jobs
+from connmgr.bench.grid import (
+    COORDINATORS,
+    GRID_SCENARIOS,
+    Grid,
+    RealPoint,
+    check_known,
+    is_real_client,
+    java_version,
+    real_jobs,
+)
+from connmgr.bench.report.metrics import PAIRS
 from connmgr.bench.results.rows import RunMeta, counting_columns, spec_columns
 from connmgr.bench.results.schema import Kind, check_row, write_parquet
 from connmgr.bench.runtime.pool import bar
-from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr.bench.stages import Phase, RowsOnly, Setting, Stage, StageContext
+from connmgr.errors import ConfigError
+from connmgr.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 
 REAL_RUN_TIMEOUT_S = 300.0
 """A real run taking longer than this has hung; it is retried (and the retry reported)."""
@@ -49,6 +61,18 @@ def real_row(
     return row
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "scenarios": Setting(str, True),
+    "clients": Setting(str, True),
+    "brokers": Setting(int, True),
+    "coordinator": Setting(str, True),
+    "rtt_ms": Setting(float, True),
+    "records": Setting(int),
+    "repeats": Setting(int),
+    "seed": Setting(int),
+}
+"""``[real]``: the axes of the real points (the grid expands them), the clients, records,
+repeats and the first seed."""
 ATTEMPTS = 2
 """How many times a real run is tried before it is recorded as failed."""
 
@@ -123,6 +147,28 @@ class RealStage(RowsOnly):
         "first acknowledged record (producer) or first consumed record (consumer)"
     )
     writes = "`kind = real`"
+    section = "real"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        check_known("real.scenarios", values["scenarios"], GRID_SCENARIOS)
+        check_known("real.coordinator", values["coordinator"], list(COORDINATORS))
+        clients = values["clients"]
+        bad = [c for c in clients if not is_real_client(c)]
+        if bad:
+            raise ConfigError(
+                f"real.clients has unknown {bad}; choose from proposed, aiokafka, "
+                "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0) or "
+                f"java-{KAFKA_VERSION}{PATCHED_SUFFIX}"
+            )
+        if "proposed" not in clients:
+            raise ConfigError("real.clients must include proposed (what is compared)")
+        for subject, baseline in PAIRS:
+            if subject in clients and baseline not in clients:
+                raise ConfigError(
+                    f"real.clients has {subject} without {baseline}, the client it is "
+                    "compared with run by run"
+                )
 
     def run(self, ctx: StageContext) -> None:
         rows = real_rows(ctx.grid, ctx.meta, show=ctx.show, retried=ctx.retried, failed=ctx.failed)

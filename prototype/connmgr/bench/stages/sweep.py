@@ -50,7 +50,7 @@ from connmgr.bench.results.rows import RunMeta, point_text, sim_row
 from connmgr.bench.results.schema import Kind
 from connmgr.bench.runtime.pool import bar
 from connmgr.bench.runtime.sparkjob import Progress, spark_job
-from connmgr.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr.bench.stages import Phase, RowsOnly, Setting, Stage, StageContext
 from connmgr.sim.clients import ClientTimings
 from connmgr.sim.run import prepare, run_spec
 
@@ -361,6 +361,11 @@ def sweep_scaling(
     return tuple(outcomes)
 
 
+SETTINGS: Mapping[str, Setting] = {"sizes": Setting(int, True), "seed": Setting(int)}
+"""``[sweep]``: the grid sizes timed (the last one's rows are compared) and the seed they are
+drawn from."""
+
+
 class SweepStage(RowsOnly):
     name = "sweep"
     phase = Phase.SPARK
@@ -377,6 +382,8 @@ class SweepStage(RowsOnly):
         "several grid sizes"
     )
     writes = "`kind = sweep`"
+    section = "sweep"
+    settings = SETTINGS
 
     def run(self, ctx: StageContext) -> None:
         """Every ``[sweep] sizes`` in turn; the largest is kept as
