@@ -288,7 +288,9 @@ def test_sim_rows_are_the_same_on_one_process_and_on_two(tmp_path: Path) -> None
             r"properties\.mutants has unknown \['NeverOpen'\]",
         ),
         (
-            lambda t: t.replace('baselines = ["java-today"]', 'baselines = ["proposed"]'),
+            lambda t: t.replace(
+                '[properties]\nbaselines = ["java-today"]', '[properties]\nbaselines = ["proposed"]'
+            ),
             r"properties\.baselines has unknown \['proposed'\]",
         ),
         (

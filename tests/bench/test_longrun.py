@@ -305,3 +305,68 @@ def test_the_report_is_written_from_a_result(tmp_path: Path) -> None:
     assert figures(result).variants[0].peak == 2
     assert [c.dials for c in figures(result).clients] == [5]
     assert isinstance(lives[0], ConnLife)
+
+
+def _stamp(origin: float, t: float) -> str:
+    when = datetime.fromtimestamp(origin + t)
+    return f"[{when:%Y-%m-%d %H:%M:%S},{when.microsecond // 1000:03d}]"
+
+
+def _end_lives_in(tmp_path: Path, overtime_s: float, dial_new_after_s: float | None) -> float:
+    """Run the driver's end of the lives over two variants' logs, the moved broker's new
+    port 9999: the stock log dials it at once, the patched log after ``dial_new_after_s``
+    (None: never). Returns the seconds it took to end the lives (create the end file)."""
+    import threading
+    import time
+
+    from connmgr_evidence.bench.longrun import drive
+    from connmgr_evidence.realkafka import BrokerMove
+
+    settings = LongRunSettings(minutes=0.01, start_s=0.01, overtime_s=overtime_s)
+    origin = time.time() - settings.end_s  # the nominal life is over
+    logs = [tmp_path / "stock-producer.log", tmp_path / "patched-producer.log"]
+    line = f"{_stamp(origin, settings.end_s)} DEBUG {WHO} Initiating connection to node "
+    line += f"127.0.0.1:9999 (id: 3 rack: null) using address /127.0.0.1 {NC}\n"
+    logs[0].write_text(line)
+    logs[1].write_text("")
+    move = BrokerMove(
+        3,
+        {"SASL_SSL": ("127.0.0.1", 9000)},
+        {"SASL_SSL": ("127.0.0.1", 9999)},
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0,
+    )
+    events = [PhaseEvent(0.0, "move-begin", 3)]
+    if dial_new_after_s is not None:
+        late = threading.Timer(
+            dial_new_after_s,
+            lambda: logs[1].write_text(
+                line.replace(_stamp(origin, settings.end_s), _stamp(origin, time.time() - origin))
+            ),
+        )
+        late.start()
+    began = time.monotonic()
+    said: list[str] = []
+    drive._end_lives(settings, origin, move, events, logs, said.append)
+    took = time.monotonic() - began
+    assert drive._end_file(tmp_path).exists()
+    return took
+
+
+def test_the_lives_end_once_every_variant_dialled_the_new_port(tmp_path: Path) -> None:
+    took = _end_lives_in(tmp_path, overtime_s=60.0, dial_new_after_s=1.5)
+    assert 1.5 <= took < 10.0
+
+
+def test_the_lives_end_at_the_deadline_without_the_dials(tmp_path: Path) -> None:
+    took = _end_lives_in(tmp_path, overtime_s=2.0, dial_new_after_s=None)
+    assert 1.0 <= took < 5.0
+
+
+def test_overtime_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="overtime_s"):
+        LongRunSettings(overtime_s=-1.0)
+    assert LongRunSettings(minutes=1, start_s=10, overtime_s=5).deadline_s == 75.0

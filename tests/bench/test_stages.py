@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from connmgr.docblocks import block
-from connmgr_evidence.bench import docs, stages
+from connmgr_evidence.bench import docs, grid, stages
 from connmgr_evidence.bench.stages import Phase, shown, stage_names, stages_markdown
 
 ROOT = Path(__file__).parents[2]
@@ -53,8 +53,8 @@ def test_the_docs_blocks_are_generated_from_the_code(name: str) -> None:
     assert made, f"{name} has no generated block"
     for block_name, content in made.items():
         assert block(text, block_name) == content, (
-            f"{name}: block {block_name} is out of date; run: "
-            f"python -m connmgr_evidence.bench.docs {name}"
+            f"{name}: block {block_name} is out of date; run: python -m "
+            f"connmgr_evidence.bench.docs {name}"
         )
 
 
@@ -69,7 +69,8 @@ def test_the_docs_name_every_stage() -> None:
 TRIAL = """
 from pathlib import Path
 
-from connmgr_evidence.bench.stages import Phase, RowsOnly, StageContext
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Setting, StageContext
+from connmgr.errors import ConfigError
 
 
 class Trial(RowsOnly):
@@ -78,6 +79,12 @@ class Trial(RowsOnly):
     order = 99
     what = "a trial"
     writes = "nothing"
+    section = "trial"
+    settings = {"rounds": Setting(int), "sizes": Setting(int, True)}
+
+    def check(self, values):
+        if values["rounds"] > 10:
+            raise ConfigError(f"trial.rounds must be at most 10, got {values['rounds']}")
 
     def run(self, ctx: StageContext) -> None:
         (ctx.raw / "trial").write_text("ran")
@@ -104,6 +111,24 @@ def test_a_stage_is_one_module_of_the_package(
         ]
         assert "| trial | cpu | a trial | nothing |" in stages_markdown(found)
         assert "`properties` → `trial` → `sweep`" in stage_names(found)
+        # The grid has the stage's section, its keys typed and checked as the stage says.
+        assert grid.sections()["trial"] == {
+            "rounds": stages.Setting(int),
+            "sizes": stages.Setting(int, True),
+        }
+        text = grid.DEFAULT_GRID.read_text()
+        path = tmp_path / "grid.toml"
+        path.write_text(text + "\n[trial]\nrounds = 3\nsizes = [1, 2]\n")
+        assert grid.load_grid(path).values["trial"] == {"rounds": 3, "sizes": [1, 2]}
+        path.write_text(text)
+        with pytest.raises(grid.GridError, match=r"missing section \[trial\]"):
+            grid.load_grid(path)
+        path.write_text(text + "\n[trial]\nrounds = 3\nsizes = 2\n")
+        with pytest.raises(grid.GridError, match=r"trial\.sizes must be a non-empty list"):
+            grid.load_grid(path)
+        path.write_text(text + "\n[trial]\nrounds = 11\nsizes = [2]\n")
+        with pytest.raises(grid.GridError, match=r"grid\.toml: trial\.rounds must be at most 10"):
+            grid.load_grid(path)
     finally:
         sys.modules.pop("connmgr_evidence.bench.stages.trialstage", None)
 

@@ -87,9 +87,12 @@ def longrun(cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     settings = LongRunSettings(
         # Every life ends 90 s + 30 s after the launch: the fourteen JVMs have taken up to
         # 50 s to get past their bootstrap side by side in CI, and the phases need about
-        # 45 s of the lives left.
+        # 45 s of the lives left. On a loaded machine the restart and the move can leave the
+        # lives too little time to see both variants dial the moved broker's new port: the
+        # lives then go on until they have (polled from their logs), 180 s at most.
         minutes=0.5,
         start_s=90.0,
+        overtime_s=180.0,
         out=tmp_path_factory.mktemp("longrun"),
         sample_s=1.0,
         restart=(1,),

@@ -35,7 +35,7 @@ TOPIC = "churn"
 LEADERS = [1, 2, 3]  # partition i is led by LEADERS[i]: every restart moves one partition
 PERIOD_S = 0.15
 DOWN_S = 1.0
-WAIT_S = 30.0
+WAIT_S = 120.0
 """Bound on each wait for the cluster or a client to get somewhere (a failure, not a
 measurement)."""
 

@@ -115,7 +115,7 @@ def scenarios(cluster: KafkaCluster) -> dict[str, Scenario]:
                 await move("group", group, 2)
                 events.append("after txn 3: txn 2->3, group 1->2")
                 print(f"coordinators move after {progress.moved} of {RECORDS} records")
-                followed = await progress.consumer_follows(2, timeout_s=15.0)
+                followed = await progress.consumer_follows(2, timeout_s=60.0)
                 events.append(f"consumer {'followed' if followed else 'did NOT follow'}")
             elif progress.transactions == 6:
                 await move("transaction", txn, 1)
@@ -135,7 +135,7 @@ def scenarios(cluster: KafkaCluster) -> dict[str, Scenario]:
                 leaders=LEADERS,
                 listeners=cluster.listeners().values(),
                 after_commit=hook if moving else None,
-                timeout_s=90.0,
+                timeout_s=240.0,
             )
         finally:
             # The cluster is shared: put every coordinator partition back where it was

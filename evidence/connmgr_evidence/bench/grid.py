@@ -1,8 +1,9 @@
 """The benchmark grid: ``benchmarks/grid.toml`` read, checked and expanded into points.
 
-A grid file has one section per kind of run (``sim``, ``real``, ``throughput``, ``micro``,
-``sweep``, ``linger``, ``fleet``, ``life``, ``properties``) and a ``quick`` table of overrides
-(``"section.key" = value``) that ``connmgr bench --quick`` applies. Lists are axes; the
+A grid file has one section per stage of the main job (:mod:`connmgr_evidence.bench.stages`: each
+stage declares its section, its keys and their types, and checks its values; :func:`sections`
+gathers them) and a ``quick`` table of overrides (``"section.key" = value``) that
+``connmgr bench --quick`` applies. Lists are axes; the
 points of a section are the cross product of its axes. Every mistake (unknown section or
 key, a wrong type, an empty axis, an unknown scenario, policy or client, a fleet that
 cannot run) raises :class:`GridError` naming the file and the key. Points that cannot exist
@@ -19,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from connmgr.errors import ConfigError, UnknownName
-from connmgr.policies import POLICIES
-from connmgr.sim.scenarios import SCENARIOS, get_scenario
-from connmgr_evidence.bench.fleetplan import FleetSettings
+from connmgr.errors import ConfigError
+from connmgr.sim.scenarios import get_scenario
 from connmgr_evidence.bench.report.metrics import PAIRS
 from connmgr_evidence.bench.results.rows import point_text
+from connmgr_evidence.bench.stages import Setting
 from connmgr_evidence.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 
 DEFAULT_GRID = Path(__file__).resolve().parents[3] / "benchmarks" / "grid.toml"
@@ -40,88 +40,26 @@ class GridError(ConfigError):
     """The grid file is missing, malformed, or asks for something that does not exist."""
 
 
-# Each section's keys, with the type and (for axes) whether a list is expected.
-_SECTIONS: dict[str, dict[str, tuple[type, bool]]] = {
-    "sim": {
-        "scenarios": (str, True),
-        "policies": (str, True),
-        "brokers": (int, True),
-        "bootstrap_size": (int, True),
-        "leaders": (int, True),
-        "partitions": (int, True),
-        "topics": (int, True),
-        "coordinator": (str, True),
-        "idle": (str, True),
-        "duration_ms": (int, False),
-        "repeats": (int, False),
-        "seed": (int, False),
-        "named": (str, True),
-        "workers": (int, False),
-    },
-    "real": {
-        "scenarios": (str, True),
-        "clients": (str, True),
-        "brokers": (int, True),
-        "coordinator": (str, True),
-        "rtt_ms": (float, True),
-        "records": (int, False),
-        "repeats": (int, False),
-        "seed": (int, False),
-    },
-    "throughput": {
-        "brokers": (int, False),
-        "records": (int, False),
-        "rounds": (int, False),
-        "rtt_ms": (float, True),
-        "linger_ms": (int, False),
-    },
-    "micro": {"rounds": (int, False)},
-    "sweep": {"sizes": (int, True), "seed": (int, False)},
-    "linger": {
-        "scenarios": (str, True),
-        "values_ms": (int, True),
-        "baselines": (str, True),
-        "duration_ms": (int, False),
-        "repeats": (int, False),
-        "seed": (int, False),
-    },
-    "fleet": {
-        "clients": (int, False),
-        "brokers": (int, False),
-        "restarts": (int, False),
-        "down_ms": (int, False),
-        "bucket_ms": (int, False),
-        "seed": (int, False),
-    },
-    "tls": {
-        "brokers": (int, False),
-        "rtt_ms": (float, True),
-        "connections": (int, False),
-        "starts": (int, False),
-        "java": (int, False),
-    },
-    "life": {
-        "scenarios": (str, True),
-        "clients": (str, True),
-        "life_s": (int, False),
-        "time_scale": (int, False),
-        "records": (int, False),
-        "repeats": (int, False),
-        "concurrency": (int, False),
-        "seed": (int, False),
-    },
-    "properties": {
-        "baselines": (str, True),
-        "examples": (int, False),
-        "steps": (int, False),
-        "mutants": (str, True),
-        "mutant_examples": (int, False),
-        "shrink": (str, False),
-        "workers": (int, False),
-    },
-}
-_GRID_SCENARIOS = ("big-producer", "big-consumer")
-_IDLE = {"default": "0", "disabled": "1"}
+GRID_SCENARIOS = ("big-producer", "big-consumer")
+"""The scenarios whose parameters the ``[sim]`` and ``[real]`` axes are."""
+IDLE = {"default": "0", "disabled": "1"}
+"""``[sim] idle`` -> the ``client_idle_disabled`` parameter."""
+COORDINATORS = ("auto", "shared", "separate")
+"""``coordinator`` of ``[sim]`` and ``[real]``."""
+POSITIVE = frozenset(
+    {"brokers", "leaders", "topics", "bootstrap_size", "records", "rounds", "sizes"}
+    | {"repeats", "duration_ms", "examples", "steps", "mutant_examples", "workers"}
+    | {"life_s", "time_scale", "concurrency"}
+)
+"""Keys (in any section) whose values must be at least 1."""
+
+
+def sections() -> dict[str, dict[str, Setting]]:
+    """Each grid section's keys and their types, as the stages declare them (each stage's
+    ``section`` and ``settings``), in the stages' run order."""
+    from connmgr_evidence.bench.stages import stages
+
+    return {s.section: dict(s.settings) for s in stages()}
 
 
 @dataclass(frozen=True)
@@ -247,11 +185,12 @@ def load_grid(path: Path | None = None, *, quick: bool = False) -> Grid:
     except tomllib.TOMLDecodeError as e:
         raise GridError(f"{source}: not valid TOML ({e})") from e
     overrides = raw.pop("quick", {})
-    unknown = sorted(set(raw) - set(_SECTIONS))
+    known = sections()
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise GridError(f"{source}: unknown sections {unknown}; expected {sorted(_SECTIONS)}")
+        raise GridError(f"{source}: unknown sections {unknown}; expected {sorted(known)}")
     values: dict[str, dict[str, Any]] = {}
-    for section, keys in _SECTIONS.items():
+    for section, keys in known.items():
         table = raw.get(section)
         if not isinstance(table, dict):
             raise GridError(f"{source}: missing section [{section}]")
@@ -267,12 +206,10 @@ def load_grid(path: Path | None = None, *, quick: bool = False) -> Grid:
             raise GridError(f'{source}: [quick] must be a table of "section.key" = value')
         for dotted, value in overrides.items():
             section, _, key = dotted.partition(".")
-            if section not in _SECTIONS or key not in _SECTIONS[section]:
+            if section not in known or key not in known[section]:
                 raise GridError(f"{source}: [quick] overrides unknown key {dotted!r}")
-            values[section][key] = _check(
-                source, f"quick {dotted}", value, *_SECTIONS[section][key]
-            )
-    _check_names(source, values)
+            values[section][key] = _check(source, f"quick {dotted}", value, *known[section][key])
+    _check_stages(source, values)
     sim_points, skipped = _sim_points(values["sim"])
     real_points, real_skipped = _real_points(values["real"])
     if not sim_points and not real_points:
@@ -301,72 +238,30 @@ def _check(source: Path, key: str, value: Any, kind: type, is_axis: bool) -> Any
             raise GridError(f"{source}: {key} = {item!r} must be >= 0")
     if is_axis and len({repr(i) for i in items}) != len(items):
         raise GridError(f"{source}: {key} repeats a value: {value!r}")
-    positive = {"brokers", "leaders", "topics", "bootstrap_size", "records", "rounds", "sizes"}
-    positive |= {"repeats", "duration_ms", "examples", "steps", "mutant_examples", "workers"}
-    positive |= {"life_s", "time_scale", "concurrency"}
-    if key.rsplit(".", 1)[-1] in positive and any(i < 1 for i in items):
+    if key.rsplit(".", 1)[-1] in POSITIVE and any(i < 1 for i in items):
         raise GridError(f"{source}: {key} = {value!r} must be >= 1")
     return list(items) if is_axis else value
 
 
-def _check_names(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
-    # Imported here: the property stage needs Hypothesis, the rest of the grid does not.
-    from connmgr.testing.evidence import BASELINES, MUTANTS, Shrinking
+def _check_stages(source: Path, values: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each stage checks its section's values (:meth:`~connmgr_evidence.bench.stages.Stage.check`);
+    a :class:`ConfigError` becomes a :class:`GridError` naming the file."""
+    from connmgr_evidence.bench.stages import stages
 
-    def need(key: str, given: Sequence[str], known: Sequence[str]) -> None:
-        bad = [g for g in given if g not in known]
-        if bad:
-            raise GridError(f"{source}: {key} has unknown {bad}; choose from {list(known)}")
+    for stage in stages():
+        try:
+            stage.check(values[stage.section])
+        except GridError:
+            raise
+        except ConfigError as e:
+            raise GridError(f"{source}: {e}") from e
 
-    need("sim.scenarios", values["sim"]["scenarios"], _GRID_SCENARIOS)
-    need("real.scenarios", values["real"]["scenarios"], _GRID_SCENARIOS)
-    need("sim.named", values["sim"]["named"], sorted(SCENARIOS))
-    need("sim.policies", values["sim"]["policies"], list(POLICIES))
-    need("properties.baselines", values["properties"]["baselines"], list(BASELINES))
-    need("properties.mutants", values["properties"]["mutants"], list(MUTANTS))
-    need("properties.shrink", [values["properties"]["shrink"]], [s.value for s in Shrinking])
-    need("sim.idle", values["sim"]["idle"], list(_IDLE))
-    baselines = [p for p in POLICIES if p != "proposed"]
-    need("linger.baselines", values["linger"]["baselines"], baselines)
-    for entry in values["linger"]["scenarios"]:
-        _check_linger_entry(source, entry)
-    _check_fleet(source, values["fleet"])
-    _check_tls(source, values["tls"])
-    need("sim.coordinator", values["sim"]["coordinator"], ["auto", "shared", "separate"])
-    need("real.coordinator", values["real"]["coordinator"], ["auto", "shared", "separate"])
-    if "proposed" not in values["sim"]["policies"]:
-        raise GridError(f"{source}: sim.policies must include proposed (what is compared)")
-    clients = values["real"]["clients"]
-    bad = [c for c in clients if c not in REAL_CLIENTS and not _is_java(c)]
+
+def check_known(key: str, given: Sequence[str], known: Sequence[str]) -> None:
+    """A :class:`ConfigError` if the grid's ``key`` names anything not in ``known``."""
+    bad = [g for g in given if g not in known]
     if bad:
-        raise GridError(
-            f"{source}: real.clients has unknown {bad}; choose from proposed, aiokafka, "
-            "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0) or "
-            f"java-{KAFKA_VERSION}{PATCHED_SUFFIX}"
-        )
-    if "proposed" not in clients:
-        raise GridError(f"{source}: real.clients must include proposed (what is compared)")
-    for subject, baseline in PAIRS:
-        if subject in clients and baseline not in clients:
-            raise GridError(
-                f"{source}: real.clients has {subject} without {baseline}, the client it is "
-                "compared with run by run"
-            )
-    _check_life(source, values["life"])
-
-
-def _check_tls(source: Path, tls: Mapping[str, Any]) -> None:
-    # The brokers' CPU per handshake is measured at RTT 0, and the cost is a line through
-    # the medians at two RTTs at least.
-    if 0 not in tls["rtt_ms"] or len(tls["rtt_ms"]) < 2:
-        raise GridError(
-            f"{source}: tls.rtt_ms must include 0 and one more RTT, got {tls['rtt_ms']}"
-        )
-    if tls["java"] not in (0, 1):
-        raise GridError(f"{source}: tls.java must be 0 or 1, got {tls['java']!r}")
-    for key in ("brokers", "connections", "starts"):
-        if tls[key] < 1:
-            raise GridError(f"{source}: tls.{key} must be >= 1, got {tls[key]!r}")
+        raise ConfigError(f"{key} has unknown {bad}; choose from {list(known)}")
 
 
 def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
@@ -383,53 +278,7 @@ def parse_entry(entry: str) -> tuple[str, dict[str, str]]:
     return name, params
 
 
-def _check_linger_entry(source: Path, entry: str) -> None:
-    """A ``[linger]`` scenario entry names a scenario and parameters it can be built with."""
-    try:
-        name, params = parse_entry(entry)
-        get_scenario(name).spec(params)
-    except (ConfigError, UnknownName) as e:
-        raise GridError(f"{source}: linger.scenarios {entry!r}: {e}") from e
-
-
-def _check_life(source: Path, values: Mapping[str, Any]) -> None:
-    """The ``[life]`` section's clients exist and include the proposal, and each scenario
-    entry is a scenario with parameters and run options it can be run with (a rolling
-    restart that fits the life)."""
-    from connmgr_evidence.realrun.run import RUN_OPTIONS, check_life_settings
-
-    bad = [c for c in values["clients"] if c not in REAL_CLIENTS and not _is_java(c)]
-    if bad or "proposed" not in values["clients"]:
-        raise GridError(
-            f"{source}: life.clients must include proposed and name only proposed, aiokafka, "
-            f"librdkafka or java-<kafka-clients version> (unknown: {bad})"
-        )
-    for entry in values["scenarios"]:
-        try:
-            name, params = parse_entry(entry)
-            rest = {k: v for k, v in params.items() if k not in RUN_OPTIONS}
-            get_scenario(name).spec(rest)
-            check_life_settings(
-                name,
-                {
-                    **params,
-                    "life_s": str(values["life_s"]),
-                    "time_scale": str(values["time_scale"]),
-                },
-            )
-        except (ConfigError, UnknownName) as e:
-            raise GridError(f"{source}: life.scenarios {entry!r}: {e}") from e
-
-
-def _check_fleet(source: Path, values: Mapping[str, Any]) -> None:
-    """The ``[fleet]`` section describes a fleet that can run (restarts fit the hour...)."""
-    try:
-        FleetSettings.from_values(values)
-    except ConfigError as e:
-        raise GridError(f"{source}: [fleet] {e}") from e
-
-
-def _is_java(client: str) -> bool:
+def is_java(client: str) -> bool:
     """``java-<release>`` (digits and dots), or the patched release ``java-4.3.1-patched``."""
     version = java_version(client)
     if version is None:
@@ -438,6 +287,11 @@ def _is_java(client: str) -> bool:
         # Only the release the patch applies to has a patched build.
         return version == KAFKA_VERSION + PATCHED_SUFFIX
     return all(p.isdigit() for p in version.split(".")) and "." in version
+
+
+def is_real_client(client: str) -> bool:
+    """A real client of the grid: one of :data:`REAL_CLIENTS` or a Java release."""
+    return client in REAL_CLIENTS or is_java(client)
 
 
 def _possible(scenario: str, params: Mapping[str, str]) -> str | None:
@@ -458,7 +312,7 @@ def _sim_points(sim: Mapping[str, Any]) -> tuple[list[SimPoint], list[str]]:
             chosen = dict(zip(axes, combo, strict=True))
             idle = chosen.pop("idle")
             params = {k: str(v) for k, v in chosen.items()}
-            params["client_idle_disabled"] = _IDLE[idle]
+            params["client_idle_disabled"] = IDLE[idle]
             params["duration_ms"] = str(sim["duration_ms"])
             why = _possible(scenario, params)
             if why:

@@ -129,6 +129,7 @@ def run_bench(
         "stage_seconds": outcome.stage_seconds,
         "sweep": [list(s) for s in ctx.sweep],
         "retried": ctx.retried,
+        "failed": ctx.failed,
         "master": ctx.spark.sparkContext.master,
     }
     (ctx.raw / JOB_FILE).write_text(json.dumps(job, indent=1))
@@ -238,10 +239,17 @@ def job_sections(job: dict[str, Any]) -> list[tuple[str, str]]:
     master = f"The sweep and the comparison ran on Spark master `{job.get('master', 'local[*]')}`."
     if "rebuilt_on" in job:
         master += f" This report was rebuilt (`--report-only`) on `{job['rebuilt_on']}`."
+    failed = [
+        (
+            "Real runs that failed every attempt (no row, so no pair in the comparison)",
+            "\n".join(f"- {r}" for r in job.get("failed", [])),
+        )
+    ]
     return [
         ("Spark", master),
         ("Sweep: how the run time scales with the grid", "\n".join(lines)),
         ("Grid", f"{job['grid']}\n\nImpossible points left out:\n\n{skipped}"),
         ("Stage timings (s)", "\n".join(stages)),
         ("Real runs retried (failed or hung once, then measured again)", retried),
+        *(failed if job.get("failed") else []),
     ]

@@ -154,6 +154,7 @@ def run_probe(
     group: str | None = None,
     settle_ms: int = 1000,
     settle_until: float | None = None,
+    settle_end_file: Path | None = None,
     life_every_ms: int = 0,
     wait_ms: int = 0,
     extra: Mapping[str, str] | None = None,
@@ -176,7 +177,8 @@ def run_probe(
     ``life_every_ms`` the client keeps working through the settle -- a non-transactional
     producer sends one more record, a consumer commits, every ``life_every_ms`` -- and the
     producer flushes before its steady line, so every record sent is acknowledged; an admin
-    client asks describeCluster and listTopics every ``life_every_ms``), calls
+    client asks describeCluster and listTopics every ``life_every_ms``; such a life also ends
+    as soon as ``settle_end_file`` exists, the caller's condition), calls
     ``sample(pid)`` -- the caller's look at the JVM, e.g. :func:`kernel_sampler` -- then lets
     the probe close the client and waits for it to exit. With ``transaction`` the producer is
     transactional (see :class:`TransactionPlan`). With ``allow_send_errors`` a living
@@ -241,6 +243,8 @@ def run_probe(
     ]
     if settle_until is not None:
         args += ["--settle-until-epoch-ms", str(round(settle_until * 1000))]
+    if settle_end_file is not None:
+        args += ["--settle-end-file", str(settle_end_file)]
     if group:
         args += ["--group", group]
     if transaction is not None:

@@ -47,6 +47,15 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument(
+        "--overtime-s",
+        type=float,
+        default=0.0,
+        help=(
+            "seconds the lives may go on past their end until every variant has dialled the "
+            "moved broker at its new port (default 0: they end on time)"
+        ),
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=Path("reports/longrun"),
@@ -74,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = LongRunSettings(
         minutes=args.minutes,
         start_s=args.start_s,
+        overtime_s=args.overtime_s,
         out=args.out,
         rtt_ms=args.rtt_ms,
         sample_s=args.sample_s,

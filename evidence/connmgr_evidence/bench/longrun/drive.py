@@ -187,8 +187,10 @@ def _run(
     problems: list[str] = []
     logged = [logs / f"{spec.variant.slug}-{spec.name}.log" for spec in specs]
     move = _phases(cluster, settings, origin, events, sampler, logged, problems, say)
+    if settings.overtime_s > 0:
+        _end_lives(settings, origin, move, events, logged, say)
     for thread in threads:
-        thread.join(max(1.0, origin + settings.end_s + _MARGIN_S - time.time()))
+        thread.join(max(1.0, origin + settings.deadline_s + _MARGIN_S - time.time()))
     sasl_after = dict(cluster.access("SASL_SSL").endpoints)
     sockets = sampler.stop()
     try:
@@ -243,12 +245,13 @@ def _client(
             records=0,
             group=spec.group,
             settle_ms=settings.life_ms,
-            settle_until=started_at.timestamp() + settings.end_s,
+            settle_until=started_at.timestamp() + settings.deadline_s,
+            settle_end_file=_end_file(logs) if settings.overtime_s > 0 else None,
             life_every_ms=spec.every_ms,
             extra=spec.extra,
             log_path=log,
             log_level="DEBUG",
-            timeout_s=settings.end_s + _MARGIN_S,
+            timeout_s=settings.deadline_s + _MARGIN_S,
             transaction=(
                 None
                 if spec.transactional_id is None
@@ -323,6 +326,67 @@ def _phases(
         note("phase-failed", None, f"{type(exc).__name__}: {exc}")
         problems.append(f"phase failed: {traceback.format_exception_only(exc)[-1].strip()}")
         return None
+
+
+def _end_file(logs: Path) -> Path:
+    """The file whose creation ends every life (the probes' ``--settle-end-file``)."""
+    return logs / "lives.end"
+
+
+def _end_lives(
+    settings: LongRunSettings,
+    origin: float,
+    move: BrokerMove | None,
+    events: list[PhaseEvent],
+    logged: list[Path],
+    say: Callable[[str], None],
+) -> None:
+    """End every life (create :func:`_end_file`) at ``settings.end_s`` if every variant's
+    clients have dialled the moved broker at its new SASL_SSL port since the move began
+    (their logs, in ``logged``, say so), else as soon as they have, polling, and at
+    ``settings.deadline_s`` at the latest: on a loaded machine the restart and the move can
+    leave the nominal life too little time after the move. With no move (a phase failed),
+    at ``end_s``."""
+
+    def now() -> float:
+        return time.time() - origin
+
+    while now() < settings.end_s:
+        time.sleep(min(0.25, max(0.0, settings.end_s - now())))
+    begun = [e.t_s for e in events if e.what == "move-begin"]
+    if move is not None and begun:
+        port = move.after["SASL_SSL"][1]
+        waiting = {v.slug for v in settings.variants}
+        while True:
+            waiting = {
+                slug
+                for slug in waiting
+                if not any(
+                    _dialled(log, port, origin, begun[0])
+                    for log in logged
+                    if log.stem.startswith(f"{slug}-")
+                )
+            }
+            if not waiting or now() >= settings.deadline_s:
+                break
+            time.sleep(1.0)
+        late = now() - settings.end_s
+        if waiting:
+            say(f"t={now():7.1f}s lives end at their deadline; no dial of port {port} by {waiting}")
+        elif late >= 1.0:
+            say(f"t={now():7.1f}s lives end {late:.0f} s past end_s: every variant dialled {port}")
+    _end_file(logged[0].parent).touch()
+
+
+def _dialled(log: Path, port: int, origin: float, since_s: float) -> bool:
+    """Whether the client writing ``log`` has dialled ``port`` at or after ``since_s``
+    (seconds from ``origin`` on the run's clock), by its log so far."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            lives = connection_lives(lines, datetime.fromtimestamp(origin))
+    except OSError:
+        return False  # not written yet
+    return any(c.port == port and c.dialled_s >= since_s for c in lives)
 
 
 _BROKER_READY: Final = re.compile(r"Initiating API versions fetch from node \d+\.")

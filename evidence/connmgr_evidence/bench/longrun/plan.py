@@ -101,12 +101,20 @@ class LongRunSettings:
     """Where to keep the clients' logs (default: a temporary directory, removed)."""
     variants: tuple[Variant, ...] = VARIANTS
     heap_mb: int = 384
+    overtime_s: float = 0.0
+    """How much longer than :attr:`end_s` the lives may last so that every variant is seen
+    dialling the moved broker at its new port: with overtime, the lives end at
+    :attr:`end_s` if each variant has already dialled it, else as soon as each has (the
+    driver polls the clients' logs), at :attr:`deadline_s` at the latest. 0: they end at
+    :attr:`end_s` (a loaded machine can leave the move too little of the life for that)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.minutes) and self.minutes > 0):
             raise ConfigError(f"minutes must be > 0, got {self.minutes!r}")
         if not (math.isfinite(self.start_s) and self.start_s > 0):
             raise ConfigError(f"start_s must be > 0, got {self.start_s!r}")
+        if not (math.isfinite(self.overtime_s) and self.overtime_s >= 0):
+            raise ConfigError(f"overtime_s must be >= 0, got {self.overtime_s!r}")
         if not (self.rtt_ms >= 0 and self.sample_s > 0):
             raise ConfigError("rtt_ms must be >= 0 and sample_s > 0")
         if not 0 < self.restart_at < self.move_at < 1:
@@ -133,6 +141,12 @@ class LongRunSettings:
     def end_s(self) -> float:
         """When every life ends, in seconds from the launch."""
         return self.start_s + self.life_s
+
+    @property
+    def deadline_s(self) -> float:
+        """When every life has ended at the latest, in seconds from the launch: :attr:`end_s`
+        plus :attr:`overtime_s`."""
+        return self.end_s + self.overtime_s
 
     def schedule(self, up_s: float) -> Schedule:
         """The phases' times once every client was past its bootstrap ``up_s`` after the

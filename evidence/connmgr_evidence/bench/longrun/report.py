@@ -92,6 +92,7 @@ def _summary(result: LongRunResult, figs: RunFigures) -> dict[str, Any]:
         "finished_at": result.finished_at.isoformat(timespec="seconds"),
         "minutes": s.minutes,
         "start_s": s.start_s,
+        "overtime_s": s.overtime_s,
         "rtt_ms": s.rtt_ms,
         "kafka": result.kafka_version,
         "events": [asdict(e) for e in result.events],
@@ -156,8 +157,16 @@ def _page(result: LongRunResult, figs: RunFigures) -> list[str]:
         f"cluster started in {result.cluster_start_s:.0f} s before that). Command: "
         "`python -m connmgr_evidence.bench.longrun "
         f"--minutes {s.minutes:g} --start-s {s.start_s:g} --rtt-ms {s.rtt_ms:g} "
-        f"--sample-s {s.sample_s:g}`. Every client lived until {s.start_s:g} s + "
-        f"{s.minutes:g} min after the launch, whenever its JVM had started.",
+        f"--sample-s {s.sample_s:g}"
+        + (f" --overtime-s {s.overtime_s:g}" if s.overtime_s else "")
+        + f"`. Every client lived until {s.start_s:g} s + "
+        f"{s.minutes:g} min after the launch, whenever its JVM had started"
+        + (
+            f" (or, with overtime, until every variant had dialled the moved broker at its "
+            f"new port, {s.overtime_s:g} s later at the latest)."
+            if s.overtime_s
+            else "."
+        ),
         "",
         "## What ran",
         "",

@@ -2,7 +2,11 @@
 
 A stage is a module of this package that defines ``STAGE``, an object of the :class:`Stage`
 protocol; :func:`stages` finds every one (adding a stage is adding its module) and orders
-them by :class:`Phase`, then by ``order``. The job (:mod:`connmgr_evidence.bench.job`) runs them in
+them by :class:`Phase`, then by ``order``. A stage declares its own section of the grid
+file (``section``, its keys and their types in ``settings``) and checks its values
+(:meth:`Stage.check`); :func:`connmgr_evidence.bench.grid.load_grid` builds the grid's sections from
+the stages, so the grid knows no stage by name. The job (:mod:`connmgr_evidence.bench.job`) runs
+them in
 that order, writes each one's results under ``raw/`` as it ends, and builds the report from
 the raw results alone: the comparison reads ``raw/results/*.parquet`` and
 ``raw/micro/*.json``, and every stage with results of its own reads them back
@@ -21,7 +25,7 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from connmgr.errors import ConnMgrError
 
@@ -37,6 +41,16 @@ R = TypeVar("R")
 
 class BenchError(ConnMgrError):
     """A stage of the main job failed; the message names the stage and the run."""
+
+
+class Setting(NamedTuple):
+    """One key of a stage's grid section: the type of its value, and whether the value is
+    an axis (a non-empty list of that type; the section's points are the cross product of
+    its axes) or one value. Numbers are never negative, and a key named in
+    :data:`connmgr_evidence.bench.grid.POSITIVE` is at least 1."""
+
+    kind: type
+    axis: bool = False
 
 
 class Phase(enum.Enum):
@@ -69,6 +83,8 @@ class StageContext:
     """The job's Spark session, for the :attr:`Phase.SPARK` stages (None before)."""
     retried: list[str] = field(default_factory=list)
     """Runs that failed or hung once and were measured again (``job.json``'s ``retried``)."""
+    failed: list[str] = field(default_factory=list)
+    """Real runs that failed every attempt, with the reason (``job.json``'s ``failed``)."""
     sweep: list[tuple[int, float, int]] = field(default_factory=list)
     """(points, wall s, simulations) per sweep size (``job.json``'s ``sweep``)."""
 
@@ -122,6 +138,20 @@ class Stage(Protocol[R]):
         """The line said when it starts (None: its progress bar says it)."""
 
     @property
+    def section(self) -> str:
+        """Its section of the grid file (``benchmarks/grid.toml``): ``[<section>]``."""
+
+    @property
+    def settings(self) -> Mapping[str, Setting]:
+        """Its section's keys and their types: every one must be in the grid file, and no
+        other (``[quick]`` overrides them as ``"<section>.<key>"``)."""
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """Raise :class:`~connmgr.errors.ConfigError` (a message starting with
+        ``<section>.<key>``) if the section's ``values``, their types already checked, ask
+        for what cannot run: an unknown name, a scenario that cannot be built."""
+
+    @property
     def what(self) -> str:
         """What it runs, in Markdown (the docs' stage table)."""
 
@@ -148,6 +178,9 @@ class RowsOnly:
     timed = True
     says: str | None = None
 
+    def check(self, values: Mapping[str, Any]) -> None:
+        return None
+
     def read(self, raw: Path) -> None:
         return None
 
@@ -172,6 +205,7 @@ def stages() -> tuple[Stage[Any], ...]:
         ("name", lambda s: s.name),
         ("place", lambda s: (s.phase, s.order)),
         ("report place", lambda s: s.shown),
+        ("grid section", lambda s: s.section),
     ):
         keys = [key(s) for s in found if key(s) is not None]
         if len(keys) != len(set(keys)):

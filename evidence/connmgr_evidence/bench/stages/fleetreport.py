@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.errors import ConfigError
 from connmgr_evidence.bench.fleetplan import (
     ELECTION_MS,
     RESTART_INTERVAL_MS,
@@ -38,7 +39,7 @@ from connmgr_evidence.bench.results.record import Count, MaybeReal, Real, Record
 from connmgr_evidence.bench.results.rows import RunMeta
 from connmgr_evidence.bench.results.schema import ResultsError
 from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
-from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 from connmgr_evidence.bench.stages.fleet import START_SPREAD_MS
 from connmgr_evidence.bench.stages.fleetview import BrokerSeries, FleetView
 
@@ -404,6 +405,18 @@ def handshake_series(
     return out
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "clients": Setting(int),
+    "brokers": Setting(int),
+    "restarts": Setting(int),
+    "down_ms": Setting(int),
+    "bucket_ms": Setting(int),
+    "seed": Setting(int),
+}
+"""``[fleet]``: the fleet's clients and brokers, the brokers restarted and how long each is
+down, the buckets of its series and the seed the clients are drawn from."""
+
+
 class FleetStage:
     name = "fleet"
     phase = Phase.SPARK
@@ -429,6 +442,15 @@ class FleetStage:
         " in its tasks: about 3.5 minutes on two idle cores)"
     )
     writes = "`raw/fleet.json`, `raw/fleet.parquet`; tables `fleet`, `fleet-restarts`, plot `fleet`"
+    section = "fleet"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """The section describes a fleet that can run (restarts fit the hour ...)."""
+        try:
+            FleetSettings.from_values(values)
+        except ConfigError as e:
+            raise ConfigError(f"[fleet] {e}") from e
 
     def run(self, ctx: StageContext) -> None:
         """The ``[fleet]`` section's clients simulated in Spark tasks and added up per broker

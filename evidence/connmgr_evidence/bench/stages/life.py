@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import statistics
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -27,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from connmgr.errors import ConnMgrError
+from connmgr.errors import ConfigError, UnknownName
 from connmgr.ledger import HOUR_S
-from connmgr_evidence.bench.grid import java_version, parse_entry
+from connmgr.sim.scenarios import get_scenario
+from connmgr_evidence.bench.attempts import attempt
+from connmgr_evidence.bench.grid import is_real_client, java_version, parse_entry
 from connmgr_evidence.bench.report.metrics import LIFE_METRICS, PROPOSED
 from connmgr_evidence.bench.report.summaries import BaselineHeadline
 from connmgr_evidence.bench.report.table import Table, make_table
@@ -37,14 +40,17 @@ from connmgr_evidence.bench.results.record import Count, Keyed, MaybeReal, Recor
 from connmgr_evidence.bench.results.rows import RunMeta, life_columns
 from connmgr_evidence.bench.results.schema import DOUBLE, LIFE_COLUMNS
 from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
-from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 
 LIFE_FILE = "life.json"
 """Under ``raw/``: the life stage's runs."""
 KIND = "real-life"
 """The ``kind`` of the life stage's headline and life-costs rows."""
 RUN_TIMEOUT_S = 240.0
-"""A life taking this much longer than ``life_s`` has hung; it is retried once."""
+"""A life taking this much longer than ``life_s`` has hung; it is tried again."""
+ATTEMPTS = 3
+"""How many times a life is tried before it is recorded as failed (a busy machine can fail
+a rolling restart's life twice in a row)."""
 _PER_HOUR = tuple(c for c in LIFE_COLUMNS if c != "horizon_s")
 
 
@@ -75,36 +81,52 @@ def plan(values: Mapping[str, Any]) -> list[LifeRun]:
     return runs
 
 
-def run_one(run: LifeRun) -> dict[str, Any]:
-    """One life on a fresh embedded cluster (kernel checked at its end), retried once if it
-    fails or hangs: its key, the represented life per client-hour (total and by role) and
-    what happened to its connections. Runs in a worker process."""
+def _live(run: LifeRun, timeout_s: float) -> Any:
+    """One life of ``run`` on a fresh embedded cluster: its
+    :class:`connmgr_evidence.realrun.RealRun`."""
     from connmgr_evidence.realrun import run_real
 
     name, _ = parse_entry(run.entry)
     version = java_version(run.client)
     client = "java" if version else run.client
+    return asyncio.run(
+        asyncio.wait_for(run_real(name, client, run.settings, kafka_clients=version), timeout_s)
+    )
+
+
+def run_one(run: LifeRun, live: Callable[[LifeRun, float], Any] = _live) -> dict[str, Any]:
+    """One life on a fresh embedded cluster (kernel checked at its end), tried up to
+    :data:`ATTEMPTS` times while it fails or hangs
+    (:func:`connmgr_evidence.bench.attempts.attempt`):
+    its key, the represented life per client-hour (total and by role), what happened to its
+    connections, and ``attempts`` and ``retried`` (the first failed attempt's reason, "" if
+    none). A life failing every attempt is that run's failure, not the stage's: its row has
+    ``failed`` (the last reason) and no measurements. Runs in a worker process; ``live``
+    runs one attempt (a test passes a fake)."""
     timeout = RUN_TIMEOUT_S + float(run.settings["life_s"])
-    retried = ""
-    for attempt in (1, 2):
-        try:
-            real = asyncio.run(
-                asyncio.wait_for(
-                    run_real(name, client, run.settings, kafka_clients=version), timeout
-                )
-            )
-            break
-        except (ConnMgrError, TimeoutError) as e:
-            why = str(e) or f"no result within {timeout:.0f} s"
-            if attempt == 2:
-                raise ConnMgrError(f"life {run.entry} {run.client} failed twice: {why}") from e
-            retried = why.splitlines()[0]
+    label = f"life {run.entry} {run.client} repeat {run.repeat}"
+    tried = attempt(
+        lambda: live(run, timeout),
+        ATTEMPTS,
+        label=label,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+        timeout_s=timeout,
+    )
+    key = {"scenario": run.entry, "client": run.client, "repeat": run.repeat}
+    retried = tried.failures[0] if tried.failures else ""
+    if not tried.ok:
+        return {
+            **key,
+            "seed": int(run.settings["seed"]),
+            "failed": tried.reason,
+            "attempts": tried.attempts,
+            "retried": retried,
+        }
+    real = tried.get()
     represented = real.represented
     assert represented is not None  # life_s >= 1 in every planned run
     return {
-        "scenario": run.entry,
-        "client": run.client,
-        "repeat": run.repeat,
+        **key,
         "seed": real.seed,
         "wall_s": real.wall_s,
         "represented": represented.as_json(),
@@ -117,8 +139,33 @@ def run_one(run: LifeRun) -> dict[str, Any]:
         "commit_failures": real.commit_failures,
         "records_sent": real.records_sent,
         "records_consumed": real.records_consumed,
+        "attempts": tried.attempts,
         "retried": retried,
     }
+
+
+def failed_runs(found: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The runs of ``raw/life.json`` that failed every attempt (each with its ``failed``
+    reason); the medians leave them out."""
+    return [r for r in found["runs"] if r.get("failed")]
+
+
+def failures_section(found: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The report's section listing the lives that failed every attempt, or None if none did."""
+    failed = failed_runs(found)
+    if not failed:
+        return None
+    lines = [
+        f"- {r['scenario']}, {r['client']}, repeat {r['repeat']}: {r['failed']} "
+        f"({r.get('attempts', 1)} attempts)"
+        for r in failed
+    ]
+    return (
+        "Real lives that failed",
+        f"{len(failed)} of {len(found['runs'])} lives failed every attempt and are left out of "
+        "the `real-life` medians (its `repeats` column counts the lives measured):\n\n"
+        + "\n".join(lines),
+    )
 
 
 def run_stage(
@@ -156,7 +203,8 @@ def medians(found: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     ``opened``, ``steady``, ``repeats``), in the grid's scenario and client order."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for run in found["runs"]:
-        groups[(run["scenario"], run["client"])].append(run)
+        if not run.get("failed"):
+            groups[(run["scenario"], run["client"])].append(run)
     s = found["settings"]
     order = {
         (e, c): (i, j) for i, e in enumerate(s["scenarios"]) for j, c in enumerate(s["clients"])
@@ -274,6 +322,20 @@ def life_costs(found: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "scenarios": Setting(str, True),
+    "clients": Setting(str, True),
+    "life_s": Setting(int),
+    "time_scale": Setting(int),
+    "records": Setting(int),
+    "repeats": Setting(int),
+    "concurrency": Setting(int),
+    "seed": Setting(int),
+}
+"""``[life]``: the scenario entries (with run options), the clients, each life's wall time and
+scale, the records, repeats, lives at once and the first seed."""
+
+
 class LifeStage:
     name = "life"
     phase = Phase.BESIDE
@@ -290,6 +352,36 @@ class LifeStage:
         "by role"
     )
     writes = "`raw/life.json`; table `real-life`, the headline's `real-life` rows, `life-costs`"
+    section = "life"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """The clients exist and include the proposal, and each scenario entry is a scenario
+        with parameters and run options it can be run with (a rolling restart that fits the
+        life)."""
+        from connmgr_evidence.realrun.run import RUN_OPTIONS, check_life_settings
+
+        bad = [c for c in values["clients"] if not is_real_client(c)]
+        if bad or "proposed" not in values["clients"]:
+            raise ConfigError(
+                "life.clients must include proposed and name only proposed, aiokafka, "
+                f"librdkafka or java-<kafka-clients version> (unknown: {bad})"
+            )
+        for entry in values["scenarios"]:
+            try:
+                name, params = parse_entry(entry)
+                rest = {k: v for k, v in params.items() if k not in RUN_OPTIONS}
+                get_scenario(name).spec(rest)
+                check_life_settings(
+                    name,
+                    {
+                        **params,
+                        "life_s": str(values["life_s"]),
+                        "time_scale": str(values["time_scale"]),
+                    },
+                )
+            except (ConfigError, UnknownName) as e:
+                raise ConfigError(f"life.scenarios {entry!r}: {e}") from e
 
     def run(self, ctx: StageContext) -> None:
         """Several lives at once in worker processes; no progress bar (it runs beside
@@ -297,13 +389,18 @@ class LifeStage:
         values = ctx.grid.values["life"]
         rows = run_stage(values, lambda _done, _total: None)
         write_life(values, ctx.meta, rows, ctx.raw)
+        for row in rows:
+            if row.get("failed"):
+                ctx.say(f"a life failed: {row['scenario']} {row['client']}: {row['failed']}")
 
     def read(self, raw: Path) -> dict[str, Any] | None:
         return read_life(raw)
 
     def report(self, found: dict[str, Any], raw: Path) -> StageReport:
+        failures = failures_section(found)
         return StageReport(
             tables=[real_life_table(found)],
+            sections=[failures] if failures else [],
             headline=life_headlines(found),
             life_costs=life_costs(found),
         )

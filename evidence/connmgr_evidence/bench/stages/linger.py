@@ -26,8 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.errors import ConfigError, UnknownName
+from connmgr.policies import POLICIES
 from connmgr.sim.run import prepare, run_spec
-from connmgr_evidence.bench.grid import parse_entry
+from connmgr.sim.scenarios import get_scenario
+from connmgr_evidence.bench.grid import check_known, parse_entry
 from connmgr_evidence.bench.report import plots
 from connmgr_evidence.bench.report.plots import ExtraPlot
 from connmgr_evidence.bench.report.table import Table, make_table
@@ -35,7 +38,7 @@ from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr_evidence.bench.results.rows import RunMeta
 from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
 from connmgr_evidence.bench.runtime.pool import pooled
-from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 
 LINGER_FILE = "linger.json"
 """Under ``raw/``: the linger stage's runs."""
@@ -304,6 +307,18 @@ def _linger_label(ms: int) -> str:
     return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms} ms"
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "scenarios": Setting(str, True),
+    "values_ms": Setting(int, True),
+    "baselines": Setting(str, True),
+    "duration_ms": Setting(int),
+    "repeats": Setting(int),
+    "seed": Setting(int),
+}
+"""``[linger]``: the scenario entries, the proposal's linger values, the baselines, and each
+run's simulated time, repeats and first seed."""
+
+
 class LingerStage:
     name = "linger"
     phase = Phase.CPU
@@ -319,6 +334,20 @@ class LingerStage:
         "client-hour (the ledger's `Life`)"
     )
     writes = "`raw/linger.json`; table and plot `linger`"
+    section = "linger"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """The baselines are policies other than the proposal; each scenario entry names a
+        scenario and parameters it can be built with."""
+        baselines = [p for p in POLICIES if p != "proposed"]
+        check_known("linger.baselines", values["baselines"], baselines)
+        for entry in values["scenarios"]:
+            try:
+                name, params = parse_entry(entry)
+                get_scenario(name).spec(params)
+            except (ConfigError, UnknownName) as e:
+                raise ConfigError(f"linger.scenarios {entry!r}: {e}") from e
 
     def run(self, ctx: StageContext) -> None:
         """The proposal at every ``[linger]`` value and the baselines, per scenario, each a

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from connmgr_evidence.bench.grid import Grid
-from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Setting, Stage, StageContext
 
 MICRO_DIR = Path(__file__).resolve().parents[4] / "benchmarks" / "micro"
 
@@ -32,6 +33,10 @@ def run_micro(grid: Grid, out: Path) -> Path:
     return out
 
 
+SETTINGS: Mapping[str, Setting] = {"rounds": Setting(int)}
+"""``[micro]``: pytest-benchmark's rounds."""
+
+
 class MicroStage(RowsOnly):
     name = "micro"
     phase = Phase.TIMED
@@ -44,6 +49,8 @@ class MicroStage(RowsOnly):
         " events per second"
     )
     writes = "`raw/micro/micro.json`"
+    section = "micro"
+    settings = SETTINGS
 
     def run(self, ctx: StageContext) -> None:
         run_micro(ctx.grid, ctx.raw / "micro" / "micro.json")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from connmgr.testing.evidence import (
+    BASELINES,
     MUTANT_BASELINE,
     MUTANTS,
     Counterexample,
@@ -24,12 +25,13 @@ from connmgr.testing.evidence import (
     find_counterexample,
     run_agreement,
 )
+from connmgr_evidence.bench.grid import check_known
 from connmgr_evidence.bench.report.table import Table, make_table
 from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr_evidence.bench.results.rows import RunMeta
 from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
 from connmgr_evidence.bench.runtime.pool import background_pool
-from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 
 PROPERTIES_FILE = "properties.json"
 """Under ``raw/``: the property stage's results."""
@@ -215,6 +217,19 @@ def check_properties(results: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "baselines": Setting(str, True),
+    "examples": Setting(int),
+    "steps": Setting(int),
+    "mutants": Setting(str, True),
+    "mutant_examples": Setting(int),
+    "shrink": Setting(str),
+    "workers": Setting(int),
+}
+"""``[properties]``: the machines' baselines, examples and steps, the mutants searched, their
+examples and shrinking, and the pool's processes."""
+
+
 class PropertiesStage:
     name = "properties"
     phase = Phase.CPU
@@ -230,6 +245,13 @@ class PropertiesStage:
         "([property-suite.md](property-suite.md))"
     )
     writes = "`raw/properties.json`; tables `property-runs`, `mutants`"
+    section = "properties"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        check_known("properties.baselines", values["baselines"], list(BASELINES))
+        check_known("properties.mutants", values["mutants"], list(MUTANTS))
+        check_known("properties.shrink", [values["shrink"]], [s.value for s in Shrinking])
 
     def run(self, ctx: StageContext) -> None:
         found = property_results(ctx.grid.values["properties"], ctx.meta, show=ctx.show)

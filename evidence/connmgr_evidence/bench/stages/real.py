@@ -4,14 +4,28 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from connmgr.errors import ConnMgrError
-from connmgr_evidence.bench.grid import Grid, RealPoint, java_version, real_jobs
+from connmgr.errors import ConfigError
+from connmgr_evidence.bench.attempts import attempt
+from connmgr_evidence.bench.grid import (
+    COORDINATORS,
+    GRID_SCENARIOS,
+    Grid,
+    RealPoint,
+    check_known,
+    is_real_client,
+    java_version,
+    real_jobs,
+)
+from connmgr_evidence.bench.report.metrics import PAIRS
 from connmgr_evidence.bench.results.rows import RunMeta, counting_columns, spec_columns
 from connmgr_evidence.bench.results.schema import Kind, check_row, write_parquet
 from connmgr_evidence.bench.runtime.pool import bar
-from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Setting, Stage, StageContext
+from connmgr_evidence.java.patched import KAFKA_VERSION, PATCHED_SUFFIX
 
 REAL_RUN_TIMEOUT_S = 300.0
 """A real run taking longer than this has hung; it is retried (and the retry reported)."""
@@ -47,43 +61,75 @@ def real_row(
     return row
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "scenarios": Setting(str, True),
+    "clients": Setting(str, True),
+    "brokers": Setting(int, True),
+    "coordinator": Setting(str, True),
+    "rtt_ms": Setting(float, True),
+    "records": Setting(int),
+    "repeats": Setting(int),
+    "seed": Setting(int),
+}
+"""``[real]``: the axes of the real points (the grid expands them), the clients, records,
+repeats and the first seed."""
+ATTEMPTS = 2
+"""How many times a real run is tried before it is recorded as failed."""
+
+
+def _run_once(point: RealPoint, client: str, settings: dict[str, str]) -> Any:
+    """One real run on a fresh embedded cluster: its :class:`connmgr_evidence.realrun.RealRun`."""
+    from connmgr_evidence.realrun import run_real
+
+    version = java_version(client)
+    return asyncio.run(
+        asyncio.wait_for(
+            run_real(
+                point.scenario, "java" if version else client, settings, kafka_clients=version
+            ),
+            REAL_RUN_TIMEOUT_S,
+        )
+    )
+
+
 def real_rows(
-    grid: Grid, meta: RunMeta, *, show: bool = True, retried: list[str] | None = None
+    grid: Grid,
+    meta: RunMeta,
+    *,
+    show: bool = True,
+    retried: list[str] | None = None,
+    failed: list[str] | None = None,
+    run_once: Callable[[RealPoint, str, dict[str, str]], Any] = _run_once,
 ) -> list[dict[str, Any]]:
     """Every real client through every real point, ``repeats`` times (in
     :func:`real_jobs`' order), each run on a fresh embedded cluster. A failed or hung run is
-    retried once and listed in ``retried``; a second failure stops the job."""
+    tried again, up to :data:`ATTEMPTS` times (:func:`connmgr_evidence.bench.attempts.attempt`),
+    each
+    failed attempt listed in ``retried``; a run failing every attempt has no row and is
+    listed in ``failed`` with its reason (the comparison has no pair for it), and the stage
+    goes on. ``run_once`` runs one attempt (a test passes a fake)."""
     if retried is None:
         retried = []
-    from connmgr_evidence.realrun import run_real
-
+    if failed is None:
+        failed = []
     records = grid.get("real", "records")
     base_seed = grid.get("real", "seed")
     jobs = real_jobs(grid)
     rows = []
     for point, client, repeat in bar(jobs, len(jobs), "real runs", show):
-        version = java_version(client)
         settings = {**point.params, "records": str(records), "seed": str(base_seed + repeat)}
-        for attempt in (1, 2):
-            try:
-                run = asyncio.run(
-                    asyncio.wait_for(
-                        run_real(
-                            point.scenario,
-                            "java" if version else client,
-                            settings,
-                            kafka_clients=version,
-                        ),
-                        REAL_RUN_TIMEOUT_S,
-                    )
-                )
-                break
-            except (ConnMgrError, TimeoutError) as e:
-                why = str(e) or f"no result within {REAL_RUN_TIMEOUT_S:.0f} s"
-                if attempt == 2:
-                    raise BenchError(f"real run {point.point} {client} failed twice: {why}") from e
-                retried.append(f"{point.point} {client} repeat {repeat}: {why}")
-        rows.append(real_row(run, point, client, repeat, meta, records))
+        label = f"{point.point} {client} repeat {repeat}"
+        tried = attempt(
+            functools.partial(run_once, point, client, settings),
+            ATTEMPTS,
+            label=f"real run {label}",
+            timeout_s=REAL_RUN_TIMEOUT_S,
+        )
+        retried += [f"{label}: {why}" for why in tried.failures]
+        if not tried.ok:
+            failed.append(f"{label}: {tried.reason} ({tried.attempts} attempts)")
+            continue
+        rows.append(real_row(tried.get(), point, client, repeat, meta, records))
     return rows
 
 
@@ -102,12 +148,36 @@ class RealStage(RowsOnly):
         "first acknowledged record (producer) or first consumed record (consumer)"
     )
     writes = "`kind = real`"
+    section = "real"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        check_known("real.scenarios", values["scenarios"], GRID_SCENARIOS)
+        check_known("real.coordinator", values["coordinator"], list(COORDINATORS))
+        clients = values["clients"]
+        bad = [c for c in clients if not is_real_client(c)]
+        if bad:
+            raise ConfigError(
+                f"real.clients has unknown {bad}; choose from proposed, aiokafka, "
+                "librdkafka, java-<kafka-clients version> (e.g. java-4.4.0) or "
+                f"java-{KAFKA_VERSION}{PATCHED_SUFFIX}"
+            )
+        if "proposed" not in clients:
+            raise ConfigError("real.clients must include proposed (what is compared)")
+        for subject, baseline in PAIRS:
+            if subject in clients and baseline not in clients:
+                raise ConfigError(
+                    f"real.clients has {subject} without {baseline}, the client it is "
+                    "compared with run by run"
+                )
 
     def run(self, ctx: StageContext) -> None:
-        rows = real_rows(ctx.grid, ctx.meta, show=ctx.show, retried=ctx.retried)
+        rows = real_rows(ctx.grid, ctx.meta, show=ctx.show, retried=ctx.retried, failed=ctx.failed)
         write_parquet(rows, ctx.results / "real.parquet")
         for line in ctx.retried:
             ctx.say(f"retried a real run: {line}")
+        for line in ctx.failed:
+            ctx.say(f"a real run failed every attempt: {line}")
 
 
 STAGE: Stage[None] = RealStage()

@@ -52,7 +52,7 @@ from connmgr_evidence.bench.results.rows import RunMeta, point_text, sim_row
 from connmgr_evidence.bench.results.schema import Kind
 from connmgr_evidence.bench.runtime.pool import bar
 from connmgr_evidence.bench.runtime.sparkjob import Progress, spark_job
-from connmgr_evidence.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Setting, Stage, StageContext
 
 SWEEP_SCENARIOS = ("big-producer", "big-consumer")
 SWEEP_POLICIES = ("proposed", "java-today", "aiokafka-today")
@@ -361,6 +361,11 @@ def sweep_scaling(
     return tuple(outcomes)
 
 
+SETTINGS: Mapping[str, Setting] = {"sizes": Setting(int, True), "seed": Setting(int)}
+"""``[sweep]``: the grid sizes timed (the last one's rows are compared) and the seed they are
+drawn from."""
+
+
 class SweepStage(RowsOnly):
     name = "sweep"
     phase = Phase.SPARK
@@ -378,6 +383,8 @@ class SweepStage(RowsOnly):
         "several grid sizes"
     )
     writes = "`kind = sweep`"
+    section = "sweep"
+    settings = SETTINGS
 
     def run(self, ctx: StageContext) -> None:
         """Every ``[sweep] sizes`` in turn; the largest is kept as

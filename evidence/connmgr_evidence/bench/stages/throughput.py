@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from connmgr_evidence.bench.grid import Grid
 from connmgr_evidence.bench.results.rows import RunMeta, life_columns, point_text
 from connmgr_evidence.bench.results.schema import Kind, check_row, write_parquet
 from connmgr_evidence.bench.runtime.pool import bar
-from connmgr_evidence.bench.stages import Phase, RowsOnly, Stage, StageContext
+from connmgr_evidence.bench.stages import Phase, RowsOnly, Setting, Stage, StageContext
 
 
 def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dict[str, Any]]:
@@ -78,6 +79,17 @@ def throughput_rows(grid: Grid, meta: RunMeta, *, show: bool = True) -> list[dic
     return rows
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "brokers": Setting(int),
+    "records": Setting(int),
+    "rounds": Setting(int),
+    "rtt_ms": Setting(float, True),
+    "linger_ms": Setting(int),
+}
+"""``[throughput]``: the cluster, the records a turn, the rounds of A B / B A turns per RTT,
+and the producers' linger."""
+
+
 class ThroughputStage(RowsOnly):
     name = "throughput"
     phase = Phase.TIMED
@@ -87,6 +99,8 @@ class ThroughputStage(RowsOnly):
         "machine's mood falls on both; records/s from first send to last ack"
     )
     writes = "`kind = real`, `scenario = throughput-ab`"
+    section = "throughput"
+    settings = SETTINGS
 
     def run(self, ctx: StageContext) -> None:
         rows = throughput_rows(ctx.grid, ctx.meta, show=ctx.show)

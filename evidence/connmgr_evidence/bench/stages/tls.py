@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from connmgr.errors import ConfigError
 from connmgr_evidence.bench.report.table import Table, make_table
 from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr_evidence.bench.results.rows import RunMeta
 from connmgr_evidence.bench.results.stagefile import read_stage, write_stage
-from connmgr_evidence.bench.stages import Phase, Stage, StageContext, StageReport
+from connmgr_evidence.bench.stages import Phase, Setting, Stage, StageContext, StageReport
 from connmgr_evidence.handshake_cost import HandshakeCost
 
 TLS_FILE = "tls.json"
@@ -283,6 +284,17 @@ def price_table(costs: Mapping[str, HandshakeCost], results: Path) -> Table:
     )
 
 
+SETTINGS: Mapping[str, Setting] = {
+    "brokers": Setting(int),
+    "rtt_ms": Setting(float, True),
+    "connections": Setting(int),
+    "starts": Setting(int),
+    "java": Setting(int),
+}
+"""``[tls]``: the secure cluster's brokers, the RTTs, the handshakes per protocol and RTT,
+the first-ack starts per RTT, and whether kafka-clients 4.4.0 runs (1) or not (0)."""
+
+
 class TlsStage:
     name = "tls"
     phase = Phase.TIMED
@@ -305,6 +317,20 @@ class TlsStage:
     writes = (
         "`raw/tls.json`; tables `tls-handshakes`, `tls-cost`, `tls-first-ack`, `handshake-price`"
     )
+
+    section = "tls"
+    settings = SETTINGS
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        # The brokers' CPU per handshake is measured at RTT 0, and the cost is a line through
+        # the medians at two RTTs at least.
+        if 0 not in values["rtt_ms"] or len(values["rtt_ms"]) < 2:
+            raise ConfigError(f"tls.rtt_ms must include 0 and one more RTT, got {values['rtt_ms']}")
+        if values["java"] not in (0, 1):
+            raise ConfigError(f"tls.java must be 0 or 1, got {values['java']!r}")
+        for key in ("brokers", "connections", "starts"):
+            if values[key] < 1:
+                raise ConfigError(f"tls.{key} must be >= 1, got {values[key]!r}")
 
     def run(self, ctx: StageContext) -> None:
         run_tls(ctx.grid.values["tls"], ctx.meta, ctx.raw)

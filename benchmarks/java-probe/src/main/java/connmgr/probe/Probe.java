@@ -8,6 +8,8 @@ import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.text.SimpleDateFormat;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -64,7 +66,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       polling loop does) every N ms; a transactional producer with {@code --txn-life true}
  *       runs one more transaction of one record every N ms; an admin client
  *       ({@code --client admin}) asks describeCluster and listTopics every N ms (once, with no
- *       life);</li>
+ *       life); a life also ends as soon as the file {@code --settle-end-file} exists;</li>
  *   <li>with {@code --allow-send-errors true} a living producer does not fail on a record
  *       that was not acked (or a transaction that had to be aborted): it goes on and names
  *       them in {@code failed_records} / {@code aborted_records} on its steady line, so a
@@ -142,6 +144,9 @@ public final class Probe {
          *  (0: not given): every client of a long run ends its life together, however long
          *  its JVM took to start. */
         long settleUntilEpochMs = 0;
+        /** A living settle (--life-every-ms) also ends as soon as this file exists (null: not
+         *  given): the caller ends every life of a long run on a condition it watches. */
+        String settleEndFile;
         /** Wait after construction (and subscribe) before the first send or poll. */
         long waitMs = 0;
         /** A scaled life: work every this many ms through the settle (0: idle settle). */
@@ -181,6 +186,7 @@ public final class Probe {
                     case "--group": a.group = value; break;
                     case "--settle-ms": a.settleMs = nonNegativeInt(flag, value); break;
                     case "--settle-until-epoch-ms": a.settleUntilEpochMs = positiveLong(flag, value); break;
+                    case "--settle-end-file": a.settleEndFile = value; break;
                     case "--wait-ms": a.waitMs = nonNegativeInt(flag, value); break;
                     case "--life-every-ms": a.lifeEveryMs = nonNegativeInt(flag, value); break;
                     case "--log": a.log = value; break;
@@ -503,16 +509,21 @@ public final class Probe {
             return args.settleMs;
         }
 
-        /** Sleeps --life-every-ms at a time until {@code end} ({@link System#nanoTime()}), running
-         *  {@code tick} after every sleep that ends before it. */
+        /** Whether --settle-end-file exists: the caller has ended the settle early. */
+        private boolean settleEnded() {
+            return args.settleEndFile != null && Files.exists(Paths.get(args.settleEndFile));
+        }
+
+        /** Sleeps --life-every-ms at a time until {@code end} ({@link System#nanoTime()}) or
+         *  --settle-end-file, running {@code tick} after every sleep that ends before both. */
         private void eachLifeTick(long end, LifeTick tick) throws Exception {
             while (true) {
                 long left = TimeUnit.NANOSECONDS.toMillis(end - System.nanoTime());
-                if (left <= 0) {
+                if (left <= 0 || settleEnded()) {
                     break;
                 }
                 Thread.sleep(Math.min(left, args.lifeEveryMs));
-                if (System.nanoTime() >= end) {
+                if (System.nanoTime() >= end || settleEnded()) {
                     break;
                 }
                 tick.run();
@@ -596,7 +607,7 @@ public final class Probe {
             // and heartbeats it keeps up are part of the steady state being measured.
             long settleEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settleMs());
             long nextCommit = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(args.lifeEveryMs);
-            while (System.nanoTime() < settleEnd) {
+            while (System.nanoTime() < settleEnd && !(args.lifeEveryMs > 0 && settleEnded())) {
                 long left = TimeUnit.NANOSECONDS.toMillis(settleEnd - System.nanoTime());
                 consumed += consumer.poll(Duration.ofMillis(Math.max(1, Math.min(100, left)))).count();
                 if (args.lifeEveryMs > 0 && System.nanoTime() >= nextCommit) {
