@@ -25,12 +25,13 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from connmgr.errors import ConnMgrError
+from connmgr_evidence.bench.gridfile import Setting as Setting
 
 if TYPE_CHECKING:
-    from connmgr_evidence.bench.grid import Grid
+    from connmgr_evidence.bench.gridfile import Grid
     from connmgr_evidence.bench.report.plots import ExtraPlot
     from connmgr_evidence.bench.report.summaries import BaselineHeadline
     from connmgr_evidence.bench.report.table import Table
@@ -41,16 +42,6 @@ R = TypeVar("R")
 
 class BenchError(ConnMgrError):
     """A stage of the main job failed; the message names the stage and the run."""
-
-
-class Setting(NamedTuple):
-    """One key of a stage's grid section: the type of its value, and whether the value is
-    an axis (a non-empty list of that type; the section's points are the cross product of
-    its axes) or one value. Numbers are never negative, and a key named in
-    :data:`connmgr_evidence.bench.grid.POSITIVE` is at least 1."""
-
-    kind: type
-    axis: bool = False
 
 
 class Phase(enum.Enum):

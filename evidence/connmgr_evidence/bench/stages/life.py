@@ -32,7 +32,7 @@ from connmgr.errors import ConfigError, UnknownName
 from connmgr.ledger import HOUR_S
 from connmgr.sim.scenarios import get_scenario
 from connmgr_evidence.bench.attempts import attempt
-from connmgr_evidence.bench.grid import is_real_client, java_version, parse_entry
+from connmgr_evidence.bench.gridfile import is_real_client, java_version, parse_entry
 from connmgr_evidence.bench.report.metrics import LIFE_METRICS, PROPOSED
 from connmgr_evidence.bench.report.summaries import BaselineHeadline
 from connmgr_evidence.bench.report.table import Table, make_table

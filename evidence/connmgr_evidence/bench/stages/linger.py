@@ -30,7 +30,7 @@ from connmgr.errors import ConfigError, UnknownName
 from connmgr.policies import POLICIES
 from connmgr.sim.run import prepare, run_spec
 from connmgr.sim.scenarios import get_scenario
-from connmgr_evidence.bench.grid import check_known, parse_entry
+from connmgr_evidence.bench.gridfile import check_known, parse_entry
 from connmgr_evidence.bench.report import plots
 from connmgr_evidence.bench.report.plots import ExtraPlot
 from connmgr_evidence.bench.report.table import Table, make_table

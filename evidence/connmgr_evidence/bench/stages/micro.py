@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from connmgr_evidence.bench.grid import Grid
+from connmgr_evidence.bench.gridfile import Grid
 from connmgr_evidence.bench.stages import BenchError, Phase, RowsOnly, Setting, Stage, StageContext
 
 MICRO_DIR = Path(__file__).resolve().parents[4] / "benchmarks" / "micro"

@@ -25,7 +25,7 @@ from connmgr.testing.evidence import (
     find_counterexample,
     run_agreement,
 )
-from connmgr_evidence.bench.grid import check_known
+from connmgr_evidence.bench.gridfile import check_known
 from connmgr_evidence.bench.report.table import Table, make_table
 from connmgr_evidence.bench.results.record import Count, MaybeReal, Record, Text
 from connmgr_evidence.bench.results.rows import RunMeta

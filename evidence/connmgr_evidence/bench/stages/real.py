@@ -10,7 +10,7 @@ from typing import Any
 
 from connmgr.errors import ConfigError
 from connmgr_evidence.bench.attempts import attempt
-from connmgr_evidence.bench.grid import (
+from connmgr_evidence.bench.gridfile import (
     COORDINATORS,
     GRID_SCENARIOS,
     Grid,

@@ -10,7 +10,7 @@ from connmgr.errors import ConfigError
 from connmgr.policies import POLICIES
 from connmgr.sim.run import prepare, run_spec
 from connmgr.sim.scenarios import SCENARIOS
-from connmgr_evidence.bench.grid import (
+from connmgr_evidence.bench.gridfile import (
     COORDINATORS,
     GRID_SCENARIOS,
     IDLE,

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connmgr_evidence.bench.grid import Grid
+from connmgr_evidence.bench.gridfile import Grid
 from connmgr_evidence.bench.results.rows import RunMeta, life_columns, point_text
 from connmgr_evidence.bench.results.schema import Kind, check_row, write_parquet
 from connmgr_evidence.bench.runtime.pool import bar
