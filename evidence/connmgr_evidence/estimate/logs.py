@@ -41,11 +41,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from connmgr import javalog
-from connmgr_evidence.estimate.logs_replay import (
-    COORDINATOR_FLOOR,
-    ROLES,
-    replay_log,
-)
+from connmgr_evidence.estimate.logs_replay import COORDINATOR_FLOOR, replay_log
+from connmgr_evidence.estimate.logs_replay import ROLES as ROLES  # the record's roles
 
 HANDSHAKE_APIS: Final = frozenset({"API_VERSIONS", "SASL_HANDSHAKE", "SASL_AUTHENTICATE"})
 """Requests every connection sends for itself: they do not make a connection used."""
@@ -91,6 +88,9 @@ class ClientAccount:
     addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
     first: datetime | None = None
     last: datetime | None = None
+    brokers_check_identity: bool = True
+    """Whether the proposal's replay takes the brokers for 4.4+ ones that answer KIP-1242's
+    identity check (see :func:`replay_proposal`)."""
     _open: dict[int, _Open] = field(default_factory=dict)
 
     def _seen(self, at: datetime) -> None:
@@ -159,6 +159,7 @@ class ClientAccount:
                 self.last,
                 group=self.group,
                 client_id=self.client_id,
+                brokers_check_identity=self.brokers_check_identity,
             ),
         }
 
@@ -173,18 +174,30 @@ def replay_proposal(
     share_coordinator: bool = False,
     group: str | None = None,
     client_id: str = "",
+    brokers_check_identity: bool = True,
 ) -> dict[str, Any]:
     """What the proposal opens and holds for ``needs`` ((time, API, connection id) of each
     request, in order): the ``proposed`` policy itself, driven by them
     (:func:`~connmgr_evidence.estimate.logs_replay.replay_log`); ``addresses`` are the
     host:port of each connection id the log shows, ``end`` the log's last instant;
     ``linger_ms`` and ``share_coordinator`` set the policy's options of those names (None,
-    False: its defaults)."""
+    False: its defaults); ``group`` and ``client_id`` name the client's group and
+    transaction coordinators. ``brokers_check_identity``: the brokers answer KIP-1242's
+    identity check (Kafka 4.4+), so the policy may adopt the bootstrap connection as the
+    broker's at its host:port; False: older brokers, the bootstrap connection is a stand-in
+    until the first broker dial."""
     settings = {"share_coordinator": str(share_coordinator).lower()}
     if linger_ms is not None:
         settings["connection_linger_ms"] = str(linger_ms)
     return replay_log(
-        kind, needs, addresses, end, group=group, client_id=client_id, settings=settings
+        kind,
+        needs,
+        addresses,
+        end,
+        group=group,
+        client_id=client_id,
+        settings=settings,
+        brokers_check_identity=brokers_check_identity,
     )
 
 
@@ -215,9 +228,12 @@ def _open_text(path: Path) -> Iterator[str]:
     yield from rest.decode("utf-8", errors="replace").splitlines()
 
 
-def analyse_lines(lines: Iterable[str], source: str) -> tuple[list[dict[str, Any]], int, int]:
+def analyse_lines(
+    lines: Iterable[str], source: str, *, brokers_check_identity: bool = True
+) -> tuple[list[dict[str, Any]], int, int]:
     """Every client's record in ``lines`` (one log), the count of lines that are not
-    connection or request lines of a client, and the count of lines."""
+    connection or request lines of a client, and the count of lines;
+    ``brokers_check_identity`` as :func:`replay_proposal` takes it."""
     accounts: dict[tuple[str, str | None], ClientAccount] = {}
     skipped = count = 0
     for line in lines:
@@ -234,7 +250,13 @@ def analyse_lines(lines: Iterable[str], source: str) -> tuple[list[dict[str, Any
         key = (who.client_id, who.group)
         account = accounts.get(key)
         if account is None:
-            account = accounts[key] = ClientAccount(who.client_id, who.group, who.kind, source)
+            account = accounts[key] = ClientAccount(
+                who.client_id,
+                who.group,
+                who.kind,
+                source,
+                brokers_check_identity=brokers_check_identity,
+            )
         if event is not None:
             if event.kind != "unreachable":
                 account.event(event)
