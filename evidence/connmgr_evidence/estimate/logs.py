@@ -20,18 +20,12 @@ Per client, from the connection lines :mod:`connmgr.javalog` reads:
 * **peak**: the most connections open at once; **open_at_end**: those still open at the last
   line (a client's close closes them without a line each).
 
-**The proposal** (:func:`replay_proposal`) replays the requests the client sent through the
-proposal's rules: any-node requests (Metadata, FindCoordinator, InitProducerId, ...) ride any
-open connection and dial a bootstrap server only when none is open (rule d); every other
-request goes to its broker's connection, dialled on first need (rule e), a consumer's group
-coordinator on a connection of its own unless ``share_coordinator`` (rule f, the policy's own
-:func:`~connmgr.policies.proposed.coordinators.coordinator_purpose`). At the first such request
-(metadata is in) the bootstrap connection is adopted as the data connection of the broker at
-its host:port (rule c), or closed if no broker there is known; a connection nothing has needed
-for itself (the bootstrap one, or an adopted one whose broker is not yet needed) closes
-``connection_linger_ms`` (the policy's default) after its last request; a broker's or
-coordinator's connection once needed is one the client wants (a leader in use, its
-coordinator: rules c and g keep it) and stays open to the end of the log.
+**The proposal** (:func:`replay_proposal`) is the ``proposed`` policy itself
+(:mod:`connmgr.policies.proposed`), driven through the driver contract by the requests the
+client sent, in order, to whom they went, and the addresses its connections show
+(:mod:`connmgr_evidence.estimate.logs_replay`): what it reports as opened, peak and open at
+the end is what the policy told the replay's driver to dial, close and adopt. No rule of the
+proposal is written here.
 """
 
 from __future__ import annotations
@@ -42,42 +36,16 @@ import os
 import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from connmgr import javalog
-from connmgr.core.config import ClientKind, PolicyConfig
-from connmgr.core.coordinator import CoordinatorKind
-from connmgr.core.endpoint import Endpoint
-from connmgr.core.identity import COORDINATOR_ID_BASE, Purpose
-from connmgr.policies.proposed.coordinators import coordinator_purpose
+from connmgr_evidence.estimate.logs_replay import COORDINATOR_FLOOR, replay_log
+from connmgr_evidence.estimate.logs_replay import ROLES as ROLES  # the record's roles
 
-ROLES: Final = ("bootstrap", "coordinator", "broker")
-ANY_NODE_APIS: Final = frozenset(
-    {
-        "METADATA",
-        "FIND_COORDINATOR",
-        "INIT_PRODUCER_ID",
-        "DESCRIBE_CLUSTER",
-        "GET_TELEMETRY_SUBSCRIPTIONS",
-        "PUSH_TELEMETRY",
-        "LIST_GROUPS",
-        "DESCRIBE_CONFIGS",
-        "CREATE_TOPICS",
-        "DELETE_TOPICS",
-        "CREATE_PARTITIONS",
-    }
-)
-"""Requests a client may send to any node (the proposal's rule d): they need no connection of
-their own. The admin client's controller-bound requests are among them: it sends them to the
-least-loaded node."""
 HANDSHAKE_APIS: Final = frozenset({"API_VERSIONS", "SASL_HANDSHAKE", "SASL_AUTHENTICATE"})
 """Requests every connection sends for itself: they do not make a connection used."""
-COORDINATOR_FLOOR: Final = 2**30
-"""Printed ids at or above this are ``2147483647 - B`` coordinator ids (a broker id is far
-smaller)."""
-LINGER_MS: Final = float(PolicyConfig.__dataclass_fields__["connection_linger_ms"].default)  # type: ignore[arg-type]
 BINARY_PROBE: Final = 8192
 """Bytes read from the start of a file to tell text from binary (a NUL byte among them)."""
 
@@ -89,11 +57,6 @@ def role_of(node_id: int) -> str:
     if node_id >= COORDINATOR_FLOOR:
         return "coordinator"
     return "broker"
-
-
-def broker_of(node_id: int) -> int:
-    """The broker a connection id reaches (a coordinator id's ``B``); bootstrap ids as is."""
-    return COORDINATOR_ID_BASE - node_id if node_id >= COORDINATOR_FLOOR else node_id
 
 
 def _ms(a: datetime, b: datetime) -> float:
@@ -125,6 +88,9 @@ class ClientAccount:
     addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
     first: datetime | None = None
     last: datetime | None = None
+    brokers_check_identity: bool = True
+    """Whether the proposal's replay takes the brokers for 4.4+ ones that answer KIP-1242's
+    identity check (see :func:`replay_proposal`)."""
     _open: dict[int, _Open] = field(default_factory=dict)
 
     def _seen(self, at: datetime) -> None:
@@ -186,12 +152,16 @@ class ClientAccount:
             "failed": self.failed,
             "bootstrap_lived_ms": lived,
             "requests": self.requests,
-            "proposal": replay_proposal(self.kind, self.needs, self.addresses, self.last),
+            "proposal": replay_proposal(
+                self.kind,
+                self.needs,
+                self.addresses,
+                self.last,
+                group=self.group,
+                client_id=self.client_id,
+                brokers_check_identity=self.brokers_check_identity,
+            ),
         }
-
-
-_NO_BOOTSTRAP: Final = (Endpoint("bootstrap.invalid", 9092),)
-"""A placeholder: the rules the replay reads from a configuration do not depend on it."""
 
 
 def replay_proposal(
@@ -200,98 +170,35 @@ def replay_proposal(
     addresses: dict[int, tuple[str, int]],
     end: datetime | None,
     *,
-    linger_ms: float = LINGER_MS,
+    linger_ms: int | None = None,
     share_coordinator: bool = False,
+    group: str | None = None,
+    client_id: str = "",
+    brokers_check_identity: bool = True,
 ) -> dict[str, Any]:
     """What the proposal opens and holds for ``needs`` ((time, API, connection id) of each
-    request, in order), as the module docstring describes; ``addresses`` are the host:port of
-    each connection id the log shows (to find the bootstrap connection a broker adopts),
-    ``end`` the log's last instant."""
-    config = PolicyConfig(
-        bootstrap=_NO_BOOTSTRAP,
-        client=ClientKind.CONSUMER if "consumer" in kind else ClientKind.PRODUCER,
-        share_coordinator=share_coordinator,
+    request, in order): the ``proposed`` policy itself, driven by them
+    (:func:`~connmgr_evidence.estimate.logs_replay.replay_log`); ``addresses`` are the
+    host:port of each connection id the log shows, ``end`` the log's last instant;
+    ``linger_ms`` and ``share_coordinator`` set the policy's options of those names (None,
+    False: its defaults); ``group`` and ``client_id`` name the client's group and
+    transaction coordinators. ``brokers_check_identity``: the brokers answer KIP-1242's
+    identity check (Kafka 4.4+), so the policy may adopt the bootstrap connection as the
+    broker's at its host:port; False: older brokers, the bootstrap connection is a stand-in
+    until the first broker dial."""
+    settings = {"share_coordinator": str(share_coordinator).lower()}
+    if linger_ms is not None:
+        settings["connection_linger_ms"] = str(linger_ms)
+    return replay_log(
+        kind,
+        needs,
+        addresses,
+        end,
+        group=group,
+        client_id=client_id,
+        settings=settings,
+        brokers_check_identity=brokers_check_identity,
     )
-    group_purpose = coordinator_purpose(config, CoordinatorKind.GROUP)
-    linger = timedelta(milliseconds=linger_ms)
-    brokers_at = {
-        address: broker_of(node_id) for node_id, address in addresses.items() if node_id >= 0
-    }
-    # key -> [first need, last need] of its open connection; a key is (broker id, purpose),
-    # the bootstrap connection's broker id -1. ``lingering``: open connections nothing has
-    # needed for themselves (the bootstrap one, or the broker connection that adopted it
-    # before that broker was needed): they close connection_linger_ms after their last use.
-    held: dict[tuple[int, Purpose], list[datetime]] = {}
-    lingering: set[tuple[int, Purpose]] = set()
-    spans: list[tuple[datetime, datetime | None]] = []
-    boot_key = (-1, Purpose.DATA)
-    boot_address: tuple[str, int] | None = None
-    opened = dict.fromkeys(ROLES, 0)
-
-    def close(key: tuple[int, Purpose], at: datetime) -> None:
-        spans.append((held.pop(key)[0], at))
-        lingering.discard(key)
-
-    def expire(now: datetime | None) -> None:
-        for key in sorted(lingering, key=lambda k: (k[0], k[1] is Purpose.COORDINATION)):
-            if now is not None and now - held[key][1] > linger:
-                close(key, held[key][1] + linger)  # unneeded for connection_linger_ms
-
-    for at, api, node_id in needs:
-        expire(at)
-        if api in ANY_NODE_APIS or node_id < 0:
-            if held:
-                # Rule d: broker connections first, then the bootstrap stand-in, then a
-                # coordinator's own connection.
-                pick = min(held, key=lambda k: (k[1] is Purpose.COORDINATION, k[0] < 0, k[0]))
-                held[pick][1] = at
-            else:
-                held[boot_key] = [at, at]
-                lingering.add(boot_key)
-                opened["bootstrap"] += 1
-                boot_address = addresses.get(node_id)
-            continue
-        if boot_key in held:
-            # Metadata is in: adopt-or-close. The bootstrap socket carries on as the data
-            # connection of the broker at its host:port, if metadata names one.
-            owner = brokers_at.get(boot_address) if boot_address is not None else None
-            if owner is None or (owner, Purpose.DATA) in held:
-                close(boot_key, at)
-            else:
-                held[(owner, Purpose.DATA)] = held.pop(boot_key)
-                lingering.discard(boot_key)
-                lingering.add((owner, Purpose.DATA))
-        broker = broker_of(node_id)
-        purpose = group_purpose if node_id >= COORDINATOR_FLOOR else Purpose.DATA
-        key = (broker, purpose)
-        lingering.discard(key)  # needed for itself from now on: rules c and g keep it
-        if key in held:
-            held[key][1] = at
-            continue
-        held[key] = [at, at]
-        opened["coordinator" if purpose is Purpose.COORDINATION else "broker"] += 1
-    expire(end)
-    spans += [(first, None) for first, _ in held.values()]
-    return {
-        "opened": opened,
-        "peak": _peak(spans),
-        "open_at_end": len(held),
-    }
-
-
-def _peak(spans: Iterable[tuple[datetime, datetime | None]]) -> int:
-    """The most spans open at once (a close at an instant comes before an open at it)."""
-    edges: list[tuple[datetime, int]] = []
-    for start, until in spans:
-        edges.append((start, 1))
-        if until is not None:
-            edges.append((until, -1))
-    edges.sort(key=lambda e: (e[0], e[1]))
-    now = best = 0
-    for _, step in edges:
-        now += step
-        best = max(best, now)
-    return best
 
 
 @dataclass
@@ -321,9 +228,12 @@ def _open_text(path: Path) -> Iterator[str]:
     yield from rest.decode("utf-8", errors="replace").splitlines()
 
 
-def analyse_lines(lines: Iterable[str], source: str) -> tuple[list[dict[str, Any]], int, int]:
+def analyse_lines(
+    lines: Iterable[str], source: str, *, brokers_check_identity: bool = True
+) -> tuple[list[dict[str, Any]], int, int]:
     """Every client's record in ``lines`` (one log), the count of lines that are not
-    connection or request lines of a client, and the count of lines."""
+    connection or request lines of a client, and the count of lines;
+    ``brokers_check_identity`` as :func:`replay_proposal` takes it."""
     accounts: dict[tuple[str, str | None], ClientAccount] = {}
     skipped = count = 0
     for line in lines:
@@ -340,7 +250,13 @@ def analyse_lines(lines: Iterable[str], source: str) -> tuple[list[dict[str, Any
         key = (who.client_id, who.group)
         account = accounts.get(key)
         if account is None:
-            account = accounts[key] = ClientAccount(who.client_id, who.group, who.kind, source)
+            account = accounts[key] = ClientAccount(
+                who.client_id,
+                who.group,
+                who.kind,
+                source,
+                brokers_check_identity=brokers_check_identity,
+            )
         if event is not None:
             if event.kind != "unreachable":
                 account.event(event)
