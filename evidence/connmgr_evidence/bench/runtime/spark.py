@@ -84,17 +84,22 @@ def is_local(master: str | None) -> bool:
 
 
 def package_zip(scratch: Path) -> Path:
-    """A zip of the ``connmgr`` package's sources (what executors import), under
-    ``scratch``, named by its content: rebuilt only when a source changes."""
+    """A zip of the ``connmgr`` and ``connmgr_evidence`` packages' sources (what executors
+    import: the product and the evidence that drives it), under ``scratch``, named by its
+    content: rebuilt only when a source changes."""
     import connmgr
+    import connmgr_evidence
 
-    root = Path(connmgr.__file__).resolve().parent
-    files = sorted(
-        p for p in root.rglob("*") if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
-    )
+    roots = [Path(str(p.__file__)).resolve().parent for p in (connmgr, connmgr_evidence)]
+    found = [
+        (f, root.parent)
+        for root in roots
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and (f.suffix == ".py" or f.name == "py.typed")
+    ]
     digest = hashlib.sha256()
-    for f in files:
-        digest.update(str(f.relative_to(root.parent)).encode())
+    for f, base in found:
+        digest.update(str(f.relative_to(base)).encode())
         digest.update(f.read_bytes())
     target = scratch / f"connmgr-{digest.hexdigest()[:16]}.zip"
     if target.exists():
@@ -102,8 +107,8 @@ def package_zip(scratch: Path) -> Path:
     fd, tmp = tempfile.mkstemp(dir=scratch, prefix=".connmgr-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for f in files:
-            z.write(f, str(f.relative_to(root.parent)))
+        for f, base in found:
+            z.write(f, str(f.relative_to(base)))
     os.replace(tmp, target)
     return target
 
