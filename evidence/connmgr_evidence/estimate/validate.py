@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("reports/estimate-logs"))
     p.add_argument("--keep-logs", action="store_true", help="keep the client logs under OUT/logs")
     args = p.parse_args(argv)
+    # The probes run in their own working directory: their log paths must not be relative.
+    args.out = args.out.resolve()
     rows = run(args.out)
     write_report(rows, args.out)
     if not args.keep_logs:
