@@ -36,7 +36,6 @@ import numpy.typing as npt
 
 from connmgr.core.config import ClientKind
 from connmgr.sim.churn import restart_changes
-from connmgr.sim.clients import ClientTimings
 from connmgr.sim.scenarios import Change, ScenarioSpec
 from connmgr_evidence.bench.fleetplan import DURATION_MS, ELECTION_MS
 from connmgr_evidence.bench.stages.fleet import ClientSockets
@@ -44,18 +43,18 @@ from connmgr_evidence.bench.stages.sweep import SWEEP_TIMINGS
 from connmgr_evidence.bench.workloads.classes import (
     BOTH_KINDS,
     DARK_SOCKET_TIMINGS,
-    POLL_INTERVAL_MS,
     START_SPREAD_MS,
     Drawn,
     LeaderDraw,
     WorkloadClass,
     churn_scenario,
-    client_spec,
     draw_rng,
     leave,
     long_lived_spec,
+    poller_spec,
     restarted,
     shifted_changes,
+    short_lived_spec,
     topic_leaders,
 )
 from connmgr_evidence.bench.workloads.compose import (
@@ -116,31 +115,15 @@ def draw_client(spec: FleetSpec, cc: ClientClass, index: int, brokers: int, seed
     rng = draw_rng(cc.name, seed, index, brokers)
     life_ms = None if cc.lifetime_s is None else cc.lifetime_s * 1000.0
     if cc.kind == "admin":
-        leaders = _leader_draw(cc, max(1, brokers // 2), 30)(rng, brokers)
-        scenario = client_spec(
-            brokers,
-            leaders,
-            client=ClientKind.PRODUCER,
-            coordinator=1,
-            seed=rng.randrange(2**31),
-            duration_ms=DURATION_MS,
-            timings=ClientTimings(send_interval_ms=POLL_INTERVAL_MS),
+        scenario = poller_spec(
+            rng, brokers, _leader_draw(cc, max(1, brokers // 2), 30)(rng, brokers)
         )
         if life_ms is not None:
             scenario.changes.append((life_ms, leave))
         return Drawn(index, 0.0, _bootstrapped(spec, scenario))
     if life_ms is not None and cc.kind == "producer":
         leaders = _leader_draw(cc, 1, 6)(rng, brokers)
-        scenario = client_spec(
-            brokers,
-            leaders,
-            client=ClientKind.PRODUCER,
-            coordinator=1,
-            seed=rng.randrange(2**31),
-            duration_ms=DURATION_MS,
-            timings=ClientTimings(),
-            records=rng.randint(*cc.records),
-        )
+        scenario = short_lived_spec(rng, brokers, leaders, cc.records)
         return Drawn(index, 0.0, _bootstrapped(spec, scenario))
     if life_ms is None and spec.move is not None:
         kinds = tuple(k.value for k in _KINDS[cc.kind])

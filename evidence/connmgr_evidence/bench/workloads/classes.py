@@ -178,15 +178,12 @@ def _long_lived(
     )
 
 
-def draw_steady(index: int, brokers: int, seed: int) -> Drawn:
-    rng = _rng("steady", seed, index, brokers)
-    return Drawn(index, 0.0, _long_lived(rng, brokers, duration_ms=DURATION_MS))
-
-
-def draw_serverless(index: int, brokers: int, seed: int) -> Drawn:
-    rng = _rng("serverless", seed, index, brokers)
-    leaders = _leaders(rng, brokers, 1, 6)
-    spec = _spec(
+def short_lived_spec(
+    rng: random.Random, brokers: int, leaders: tuple[int, ...], records: tuple[int, int]
+) -> ScenarioSpec:
+    """A short-lived producer's client: it sends ``records`` (an inclusive range drawn from
+    ``rng`` after the client's seed) to ``leaders`` and closes (the serverless class's client)."""
+    return _spec(
         brokers,
         leaders,
         client=ClientKind.PRODUCER,
@@ -194,9 +191,32 @@ def draw_serverless(index: int, brokers: int, seed: int) -> Drawn:
         seed=rng.randrange(2**31),
         duration_ms=DURATION_MS,
         timings=ClientTimings(),
-        records=rng.randint(1, 10),
+        records=rng.randint(*records),
     )
-    return Drawn(index, 0.0, spec)
+
+
+def poller_spec(rng: random.Random, brokers: int, leaders: tuple[int, ...]) -> ScenarioSpec:
+    """An admin or monitoring poller's client: a metadata and offsets request to ``leaders``
+    every :data:`POLL_INTERVAL_MS` for the hour (the pollers class's client)."""
+    return _spec(
+        brokers,
+        leaders,
+        client=ClientKind.PRODUCER,
+        coordinator=1,
+        seed=rng.randrange(2**31),
+        duration_ms=DURATION_MS,
+        timings=ClientTimings(send_interval_ms=POLL_INTERVAL_MS),
+    )
+
+
+def draw_steady(index: int, brokers: int, seed: int) -> Drawn:
+    rng = _rng("steady", seed, index, brokers)
+    return Drawn(index, 0.0, _long_lived(rng, brokers, duration_ms=DURATION_MS))
+
+
+def draw_serverless(index: int, brokers: int, seed: int) -> Drawn:
+    rng = _rng("serverless", seed, index, brokers)
+    return Drawn(index, 0.0, short_lived_spec(rng, brokers, _leaders(rng, brokers, 1, 6), (1, 10)))
 
 
 def range_of(
@@ -245,17 +265,9 @@ def draw_autoscaling(index: int, brokers: int, seed: int) -> Drawn:
 
 def draw_pollers(index: int, brokers: int, seed: int) -> Drawn:
     rng = _rng("pollers", seed, index, brokers)
-    leaders = _leaders(rng, brokers, max(1, brokers // 2), 30)
-    spec = _spec(
-        brokers,
-        leaders,
-        client=ClientKind.PRODUCER,
-        coordinator=1,
-        seed=rng.randrange(2**31),
-        duration_ms=DURATION_MS,
-        timings=ClientTimings(send_interval_ms=POLL_INTERVAL_MS),
+    return Drawn(
+        index, 0.0, poller_spec(rng, brokers, _leaders(rng, brokers, max(1, brokers // 2), 30))
     )
-    return Drawn(index, 0.0, spec)
 
 
 def restarted(brokers: int, seed: int) -> list[int]:
