@@ -201,6 +201,29 @@ def test_new_metadata_drops_the_facts() -> None:
     assert p.metadata is md
 
 
+def test_the_same_metadata_again_keeps_what_derived_from_it() -> None:
+    """An unchanged cluster's refresh (the same immutable object) is no change; an equal
+    but new object still counts as one (only identity is cheap enough to check)."""
+    p = _policy()
+    md = ClusterMetadata.build("c1", [BrokerInfo(1, KEY.endpoint)], {TopicPartition("t", 0): 1})
+    p.metadata = md
+    fact = p.derived.of_facts("f", object)
+    p.metadata = md
+    assert p.derived.of_facts("f", object) is fact
+    again = ClusterMetadata.build("c1", [BrokerInfo(1, KEY.endpoint)], {TopicPartition("t", 0): 1})
+    assert again == md
+    assert drops(p.derived, lambda: setattr(p, "metadata", again), facts=True)
+
+
+def test_the_same_interest_again_keeps_what_derived_from_it() -> None:
+    p = _policy()
+    interest = frozenset({TopicPartition("t", 0)})
+    p.interest = interest
+    fact = p.derived.of_facts("f", object)
+    p.interest = interest
+    assert p.derived.of_facts("f", object) is fact
+
+
 def test_new_interest_drops_the_facts() -> None:
     p = _policy()
     interest = frozenset({TopicPartition("t", 0)})
