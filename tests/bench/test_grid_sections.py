@@ -263,7 +263,7 @@ VALUES: dict[str, dict[str, dict[str, Any]]] = {
             "linger_ms": 5,
         },
         "micro": {"rounds": 5},
-        "sweep": {"sizes": [500, 2000], "seed": 0},
+        "sweep": {"sizes": [250, 1000], "seed": 0},
         "linger": {
             "scenarios": ["k8s-endpoint-change", "reassignment", "rebalance", "ip-change"],
             "values_ms": [0, 3000, 30000, 540000],
@@ -334,7 +334,7 @@ POINTS: dict[str, dict[str, Any]] = {
         "skipped": (8, "ab14d112e90544dcd093dfc331589495dd7134bc2296b789bd6a6d0374d90ef6"),
         "describe": "grid benchmarks/grid.toml (--quick): 46 simulated points x 4 policies "
         "x 2 repeats = 368 simulations; 4 real points x 7 clients x 1 repeats = "
-        "28 real runs; 8 throughput turns; sweep sizes [500, 2000]; property "
+        "28 real runs; 8 throughput turns; sweep sizes [250, 1000]; property "
         "runs 3 x 20 examples, 8 mutant searches; linger 4 scenarios x (4 "
         "values + 2 baselines) x 1 repeats; fleet 500 clients x 100 brokers, 5 "
         "restarted; TLS 10 handshakes x 3 protocols x 2 RTTs on 3 real brokers; "
