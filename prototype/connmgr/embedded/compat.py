@@ -85,13 +85,18 @@ class MockCompatShim:
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
 
-    def _track(self, s: socket.socket) -> bool:
+    def _adopt(self, client: socket.socket, server: socket.socket) -> bool:
+        """Track both ends of a new pair so that :meth:`close` closes them; if the shim was
+        closed already, close both now and return False. Both or neither: a pair accepted
+        while the shim closed once left its upstream end unclosed (a ResourceWarning in a
+        later test)."""
         with self._lock:
-            if self._closed:
-                s.close()
-                return False
-            self._sockets.add(s)
-            return True
+            if not self._closed:
+                self._sockets.update((client, server))
+                return True
+        client.close()
+        server.close()
+        return False
 
     def _accept(self, listener: socket.socket, upstream: Address) -> None:
         while True:
@@ -104,7 +109,7 @@ class MockCompatShim:
             except OSError:
                 client.close()  # the broker is down: the client sees a dropped connection
                 continue
-            if not (self._track(client) and self._track(server)):
+            if not self._adopt(client, server):
                 return
             pending: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)
             for args in ((client, server, pending, True), (server, client, pending, False)):
